@@ -1,0 +1,1 @@
+"""Agent runs as operators: RunState, tools, model clients, effect journal, approvals."""

@@ -1,0 +1,1 @@
+"""Checkpoint coordinator, recovery, savepoints, HTTP API and the ``sluicegate`` CLI."""

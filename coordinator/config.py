@@ -1,0 +1,24 @@
+"""Settings of the coordinator package (environment prefix ``SLUICEGATE_``).
+
+CLI flags override the environment, which overrides the defaults here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["CoordinatorSettings"]
+
+
+class CoordinatorSettings(BaseSettings):
+    """Where Kafka is and where the dev broker keeps its jars."""
+
+    model_config = SettingsConfigDict(env_prefix="SLUICEGATE_", frozen=True, extra="ignore")
+
+    kafka_bootstrap: str | None = None
+    """An existing cluster's bootstrap servers; when unset, the embedded dev broker is used."""
+
+    kafka_home: Path | None = None
+    """Cache directory for the dev broker's jars (default: ``$XDG_CACHE_HOME/sluicegate``)."""

@@ -1,0 +1,1 @@
+"""The engine: records, Kafka I/O, barrier protocol, RocksDB state, snapshots, sinks."""
