@@ -1,0 +1,45 @@
+# The README names these targets. `make demo` and `make test` work on a fresh clone:
+# they bootstrap uv, install the locked dependencies and start the Kafka broker themselves.
+
+UV_VERSION := 0.13.9
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+RUN := $(UV) run --frozen
+
+.PHONY: demo test test-unit test-integration lint fmt typecheck kafka sync clean
+
+demo: sync  ## run the demo pipeline on a local broker (no API key needed)
+	$(RUN) sluicegate demo
+
+test: sync  ## set everything up and run every test (starts its own Kafka broker)
+	bash .ci/install-compose
+	$(RUN) pytest
+
+test-unit: sync  ## tests that need no broker
+	$(RUN) pytest tests/unit
+
+test-integration: sync  ## tests against a real broker
+	$(RUN) pytest tests/integration
+
+lint: sync
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+fmt: sync
+	$(RUN) ruff format .
+	$(RUN) ruff check --fix .
+
+typecheck: sync
+	$(RUN) mypy
+
+kafka: sync  ## run the development broker on 127.0.0.1:9092 until Ctrl-C
+	$(RUN) sluicegate dev kafka
+
+sync: $(UV)
+	$(UV) sync --frozen --quiet
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet uv==$(UV_VERSION)
+
+clean:
+	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,132 @@
+"""One checkpoint in flight at the coordinator: who must ack, who has, and whether it is over.
+
+A :class:`PendingCheckpoint` collects one :class:`SubtaskAck` per subtask. It is *complete*
+when every subtask has acked, *declined* as soon as one subtask declines, and *timed out* once
+the clock passes its deadline. It decides nothing else: the
+:class:`~coordinator.checkpoints.tracker.CheckpointTracker` acts on what it says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from operators.protocol.exceptions import ProtocolViolationError
+from operators.protocol.records import TopicPartition
+
+__all__ = ["PendingCheckpoint", "SubtaskAck"]
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskAck:
+    """A subtask's ack of checkpoint ``checkpoint_id``, sent after its upload finished.
+
+    ``positions`` holds ``R_p`` per input partition; ``state_handle`` names the uploaded
+    snapshot in checkpoint storage. Sizes are in bytes and durations in seconds.
+    """
+
+    subtask: str
+    checkpoint_id: int
+    attempt: int
+    positions: Mapping[TopicPartition, int]
+    state_handle: str
+    incremental_size_bytes: int = 0
+    full_size_bytes: int = 0
+    alignment_seconds: float = 0.0
+    sync_seconds: float = 0.0
+    async_seconds: float = 0.0
+
+
+class PendingCheckpoint:
+    """Checkpoint ``checkpoint_id`` of ``attempt``, waiting for the acks of ``subtasks``.
+
+    ``deadline`` is ``triggered_at + timeout_seconds`` on the injected clock.
+    """
+
+    def __init__(
+        self,
+        checkpoint_id: int,
+        *,
+        attempt: int,
+        subtasks: Collection[str],
+        triggered_at: float,
+        timeout_seconds: float,
+    ) -> None:
+        if not subtasks:
+            raise ProtocolViolationError("a checkpoint needs at least one subtask to ack it")
+        self.checkpoint_id = checkpoint_id
+        self.attempt = attempt
+        self.triggered_at = triggered_at
+        self.deadline = triggered_at + timeout_seconds
+        self._expected = frozenset(subtasks)
+        self._acks: dict[str, SubtaskAck] = {}
+        self._decline: tuple[str, str] | None = None
+
+    @property
+    def expected(self) -> frozenset[str]:
+        """The subtasks that must ack."""
+        return self._expected
+
+    @property
+    def missing(self) -> frozenset[str]:
+        """The subtasks that have not acked yet."""
+        return self._expected - self._acks.keys()
+
+    @property
+    def acks(self) -> tuple[SubtaskAck, ...]:
+        """The acks received so far, ordered by subtask."""
+        return tuple(self._acks[subtask] for subtask in sorted(self._acks))
+
+    @property
+    def is_complete(self) -> bool:
+        """Every subtask has acked and none declined."""
+        return self._decline is None and not self.missing
+
+    @property
+    def declined(self) -> tuple[str, str] | None:
+        """``(subtask, reason)`` of the first decline, if any."""
+        return self._decline
+
+    def is_timed_out(self, now: float) -> bool:
+        """The deadline has passed and the checkpoint is still not complete."""
+        return not self.is_complete and now >= self.deadline
+
+    def add_ack(self, ack: SubtaskAck) -> bool:
+        """Record ``ack``; ``True`` if it was new.
+
+        A repeated ack (the control topic delivers at least once) is ignored.
+
+        Raises:
+            ProtocolViolationError: the ack is for another checkpoint or attempt, comes from
+                a subtask that is not expected, or contradicts an earlier ack of the subtask.
+        """
+        if ack.checkpoint_id != self.checkpoint_id or ack.attempt != self.attempt:
+            raise ProtocolViolationError(
+                f"ack of checkpoint {ack.checkpoint_id} (attempt {ack.attempt}) fed to "
+                f"checkpoint {self.checkpoint_id} (attempt {self.attempt})"
+            )
+        self._check_expected(ack.subtask)
+        earlier = self._acks.get(ack.subtask)
+        if earlier is not None:
+            if earlier != ack:
+                raise ProtocolViolationError(
+                    f"subtask {ack.subtask} acked checkpoint {self.checkpoint_id} twice, "
+                    "with different contents"
+                )
+            return False
+        self._acks[ack.subtask] = ack
+        return True
+
+    def add_decline(self, subtask: str, reason: str) -> bool:
+        """Record that ``subtask`` declined; ``True`` if this is the first decline."""
+        self._check_expected(subtask)
+        if self._decline is not None:
+            return False
+        self._decline = (subtask, reason)
+        return True
+
+    def _check_expected(self, subtask: str) -> None:
+        if subtask not in self._expected:
+            raise ProtocolViolationError(
+                f"subtask {subtask} is not part of checkpoint {self.checkpoint_id}"
+            )

@@ -1,0 +1,15 @@
+"""Every test here talks to the real Kafka broker of the test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(_HERE):
+            item.add_marker(pytest.mark.integration)
