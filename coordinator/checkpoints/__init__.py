@@ -1,6 +1,6 @@
 """The coordinator's checkpoint decisions, sans-IO: pending checkpoints and the tracker."""
 
-from coordinator.checkpoints.pending import PendingCheckpoint, SubtaskAck
+from coordinator.checkpoints.pending import PendingCheckpoint
 from coordinator.checkpoints.tracker import (
     AbortCause,
     AbortCheckpoint,
@@ -18,5 +18,4 @@ __all__ = [
     "CommitManifest",
     "InjectBarriers",
     "PendingCheckpoint",
-    "SubtaskAck",
 ]

@@ -1,6 +1,6 @@
 """One checkpoint in flight at the coordinator: who must ack, who has, and whether it is over.
 
-A :class:`PendingCheckpoint` collects one :class:`SubtaskAck` per subtask. It is *complete*
+A :class:`PendingCheckpoint` collects one :class:`CheckpointAck` per subtask. It is *complete*
 when every subtask has acked, *declined* as soon as one subtask declines, and *timed out* once
 the clock passes its deadline. It decides nothing else: the
 :class:`~coordinator.checkpoints.tracker.CheckpointTracker` acts on what it says.
@@ -8,33 +8,12 @@ the clock passes its deadline. It decides nothing else: the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection
 
 from operators.protocol.exceptions import ProtocolViolationError
-from operators.protocol.records import TopicPartition
+from operators.runtime.control import CheckpointAck
 
-__all__ = ["PendingCheckpoint", "SubtaskAck"]
-
-
-@dataclass(frozen=True, slots=True)
-class SubtaskAck:
-    """A subtask's ack of checkpoint ``checkpoint_id``, sent after its upload finished.
-
-    ``positions`` holds ``R_p`` per input partition; ``state_handle`` names the uploaded
-    snapshot in checkpoint storage. Sizes are in bytes and durations in seconds.
-    """
-
-    subtask: str
-    checkpoint_id: int
-    attempt: int
-    positions: Mapping[TopicPartition, int]
-    state_handle: str
-    incremental_size_bytes: int = 0
-    full_size_bytes: int = 0
-    alignment_seconds: float = 0.0
-    sync_seconds: float = 0.0
-    async_seconds: float = 0.0
+__all__ = ["PendingCheckpoint"]
 
 
 class PendingCheckpoint:
@@ -59,7 +38,7 @@ class PendingCheckpoint:
         self.triggered_at = triggered_at
         self.deadline = triggered_at + timeout_seconds
         self._expected = frozenset(subtasks)
-        self._acks: dict[str, SubtaskAck] = {}
+        self._acks: dict[str, CheckpointAck] = {}
         self._decline: tuple[str, str] | None = None
 
     @property
@@ -73,7 +52,7 @@ class PendingCheckpoint:
         return self._expected - self._acks.keys()
 
     @property
-    def acks(self) -> tuple[SubtaskAck, ...]:
+    def acks(self) -> tuple[CheckpointAck, ...]:
         """The acks received so far, ordered by subtask."""
         return tuple(self._acks[subtask] for subtask in sorted(self._acks))
 
@@ -91,7 +70,7 @@ class PendingCheckpoint:
         """The deadline has passed and the checkpoint is still not complete."""
         return not self.is_complete and now >= self.deadline
 
-    def add_ack(self, ack: SubtaskAck) -> bool:
+    def add_ack(self, ack: CheckpointAck) -> bool:
         """Record ``ack``; ``True`` if it was new.
 
         A repeated ack (the control topic delivers at least once) is ignored.

@@ -20,8 +20,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
-from coordinator.checkpoints.pending import PendingCheckpoint, SubtaskAck
+from coordinator.checkpoints.pending import PendingCheckpoint
 from operators.protocol.exceptions import ProtocolViolationError
+from operators.runtime.control import CheckpointAck
 
 __all__ = [
     "AbortCause",
@@ -56,7 +57,7 @@ class CommitManifest:
 
     checkpoint_id: int
     attempt: int
-    acks: tuple[SubtaskAck, ...]
+    acks: tuple[CheckpointAck, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ class CheckpointTracker:
         )
         return InjectBarriers(checkpoint_id, self._attempt)
 
-    def on_ack(self, ack: SubtaskAck) -> CommitManifest | None:
+    def on_ack(self, ack: CheckpointAck) -> CommitManifest | None:
         """Record an ack; :class:`CommitManifest` once every subtask has acked.
 
         Acks of another checkpoint or attempt are stale and ignored.

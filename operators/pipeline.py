@@ -1,0 +1,138 @@
+"""Declaring a pipeline: topics and the operators between them.
+
+A word count reads like this::
+
+    p = Pipeline("wordcount")
+    p.source("lines", partitions=4)
+    p.topic("words", partitions=4)
+    p.sink("counts", partitions=4)
+    p.operator("tokenizer", tokenize, inputs="lines", outputs="words", parallelism=2)
+    p.operator("counter", count, inputs="words", outputs="counts", parallelism=2)
+    graph = p.build()   # validates; raises PipelineError naming the culprit
+
+Kinds of topic: a *source* is written by the outside world (the coordinator is its only marker
+writer); a *topic* joins two operators; a *sink* is read by the outside world and written by
+exactly one operator, with exactly-once publication.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from operators.api import ProcessFunction
+from operators.exceptions import FatalError
+
+if TYPE_CHECKING:
+    from operators.graph import JobGraph
+
+__all__ = ["OperatorSpec", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
+
+_UID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class PipelineError(FatalError):
+    """The pipeline declaration is invalid; ``culprit`` names the operator or topic at fault."""
+
+    def __init__(self, culprit: str, problem: str) -> None:
+        super().__init__(f"{culprit}: {problem}")
+        self.culprit = culprit
+        self.problem = problem
+
+
+class TopicKind(Enum):
+    SOURCE = "source"
+    TOPIC = "topic"
+    SINK = "sink"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    kind: TopicKind
+    exactly_once: bool = True
+    """For sinks: publish on checkpoint completion in a transaction (else at once, with ids)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorSpec:
+    uid: str
+    function: ProcessFunction
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    parallelism: int
+
+
+class Pipeline:
+    """A DAG of operators joined by Kafka topics, declared in Python."""
+
+    def __init__(self, name: str) -> None:
+        if not _UID.fullmatch(name):
+            raise PipelineError(name, "a pipeline name is 1-100 of [a-z0-9_.-], starting alnum")
+        self.name = name
+        self.topics: dict[str, TopicSpec] = {}
+        self.operators: dict[str, OperatorSpec] = {}
+
+    def source(self, name: str, *, partitions: int) -> str:
+        """Declare a topic the outside world writes; returns its name."""
+        return self._add_topic(name, partitions, TopicKind.SOURCE)
+
+    def topic(self, name: str, *, partitions: int) -> str:
+        """Declare a topic between operators; returns its name."""
+        return self._add_topic(name, partitions, TopicKind.TOPIC)
+
+    def sink(self, name: str, *, partitions: int, exactly_once: bool = True) -> str:
+        """Declare a topic the outside world reads; returns its name.
+
+        Exactly-once (the default): outputs are published in a Kafka transaction when the
+        checkpoint holding them completes, so ``read_committed`` consumers see each once, one
+        checkpoint interval late. ``exactly_once=False``: published at once, at least once,
+        each with a deterministic ``sg-id`` header for the consumer to drop duplicates by.
+        """
+        return self._add_topic(name, partitions, TopicKind.SINK, exactly_once=exactly_once)
+
+    def operator(
+        self,
+        uid: str,
+        function: ProcessFunction,
+        *,
+        inputs: str | Sequence[str],
+        outputs: str | Sequence[str] = (),
+        parallelism: int = 1,
+    ) -> str:
+        """Declare an operator with a stable ``uid`` (state is mapped by it); returns the uid."""
+        if not _UID.fullmatch(uid):
+            raise PipelineError(uid, "an operator uid is 1-100 of [a-z0-9_.-], starting alnum")
+        if uid in self.operators:
+            raise PipelineError(uid, "duplicate operator uid: every operator needs its own")
+        if parallelism < 1:
+            raise PipelineError(uid, f"parallelism must be at least 1, not {parallelism}")
+        ins = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+        outs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+        if not ins:
+            raise PipelineError(uid, "an operator needs at least one input topic")
+        self.operators[uid] = OperatorSpec(uid, function, ins, outs, parallelism)
+        return uid
+
+    def build(self) -> JobGraph:
+        """Validate the declaration and return the job graph; raises `PipelineError`."""
+        from operators.graph import JobGraph
+
+        return JobGraph.from_pipeline(self)
+
+    def _add_topic(
+        self, name: str, partitions: int, kind: TopicKind, *, exactly_once: bool = True
+    ) -> str:
+        if not _TOPIC.fullmatch(name) or name in {".", ".."}:
+            raise PipelineError(name, "a topic name is 1-249 of [a-zA-Z0-9._-]")
+        if name in self.topics:
+            raise PipelineError(name, "topic declared twice")
+        if partitions < 1:
+            raise PipelineError(name, f"a topic needs at least 1 partition, not {partitions}")
+        self.topics[name] = TopicSpec(name, partitions, kind, exactly_once)
+        return name

@@ -1,0 +1,135 @@
+"""Messages between subtasks and the coordinator, and the link that carries them.
+
+Subtask → coordinator: `CheckpointAck` (after the upload), `CheckpointDecline` (buffer over its
+bound), `SubtaskFailed` (the subtask stops with an error). Coordinator → subtask:
+`CheckpointCompleted` (publish sink outputs up to n) and `CheckpointAborted` (drop alignment).
+
+`ControlLink` is what a subtask needs of the control plane; `InMemoryControl` connects subtasks
+and a coordinator running in one process. (The coordinator issue adds a link over Kafka control
+topics, so workers need nothing but Kafka.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from operators.protocol.records import TopicPartition
+from operators.runtime.snapshots import StateHandle
+
+__all__ = [
+    "CheckpointAborted",
+    "CheckpointAck",
+    "CheckpointCompleted",
+    "CheckpointDecline",
+    "ControlLink",
+    "InMemoryControl",
+    "SubtaskFailed",
+    "ToCoordinator",
+    "ToSubtask",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAck:
+    """Subtask ``subtask`` holds checkpoint ``checkpoint_id`` in storage.
+
+    ``positions`` holds ``R_p`` per input partition. Durations are seconds.
+    """
+
+    subtask: str
+    checkpoint_id: int
+    attempt: int
+    positions: Mapping[TopicPartition, int]
+    handle: StateHandle
+    alignment_seconds: float = 0.0
+    sync_seconds: float = 0.0
+    async_seconds: float = 0.0
+
+    @property
+    def full_size_bytes(self) -> int:
+        return self.handle.full_bytes
+
+    @property
+    def incremental_size_bytes(self) -> int:
+        return self.handle.uploaded_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDecline:
+    subtask: str
+    checkpoint_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskFailed:
+    subtask: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCompleted:
+    checkpoint_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAborted:
+    checkpoint_id: int
+    attempt: int
+    reason: str
+
+
+ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
+ToSubtask = CheckpointCompleted | CheckpointAborted
+
+
+class ControlLink(Protocol):
+    """One subtask's end of the control plane."""
+
+    async def send(self, message: ToCoordinator) -> None:
+        """Deliver ``message`` to the coordinator."""
+        ...
+
+    def poll(self) -> ToSubtask | None:
+        """The next message for this subtask, or None when there is none now."""
+        ...
+
+
+@dataclass
+class InMemoryControl:
+    """Queues between a coordinator and the subtasks of one process."""
+
+    to_coordinator: asyncio.Queue[ToCoordinator] = field(default_factory=asyncio.Queue)
+    _inboxes: dict[str, asyncio.Queue[ToSubtask]] = field(default_factory=dict)
+
+    def link(self, subtask: str) -> _InMemoryLink:
+        """The link of ``subtask``; a fresh inbox (a restarted subtask hears nothing old)."""
+        inbox: asyncio.Queue[ToSubtask] = asyncio.Queue()
+        self._inboxes[subtask] = inbox
+        return _InMemoryLink(self.to_coordinator, inbox)
+
+    def broadcast(self, message: ToSubtask) -> None:
+        """Send ``message`` to every subtask."""
+        for inbox in self._inboxes.values():
+            inbox.put_nowait(message)
+
+
+@dataclass
+class _InMemoryLink:
+    _out: asyncio.Queue[ToCoordinator]
+    _inbox: asyncio.Queue[ToSubtask]
+
+    async def send(self, message: ToCoordinator) -> None:
+        await self._out.put(message)
+
+    def poll(self) -> ToSubtask | None:
+        try:
+            return self._inbox.get_nowait()
+        except asyncio.QueueEmpty:
+            return None

@@ -1,0 +1,159 @@
+"""Uploading a subtask's local checkpoint to storage, and bringing it back on restore.
+
+The asynchronous phase of a checkpoint (DESIGN.md, "Barrier protocol"):
+
+1. checksum the files whose sha256 is not known yet (in a worker thread);
+2. upload every new SST file, content-addressed under ``shared/<sha256>`` (numbers in SST file
+   names repeat after a restore, so storage never addresses them by name);
+3. then MANIFEST, CURRENT, OPTIONS and the rest, content-addressed the same way;
+4. return the `StateHandle` the subtask acks with: every file's local name, storage path, size
+   and checksum, which is all a restore needs.
+
+A restore prefers the subtask's own local copy of the checkpoint folder (hard links, no
+download) when it still matches the handle, and otherwise downloads every file, verifying size
+and checksum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.state.snapshot import (
+    CheckpointInventory,
+    FileKind,
+    LocalCheckpoint,
+    SstKey,
+    classify,
+)
+from operators.storage import Storage, StoredFile
+from operators.storage.layout import SHARED
+
+__all__ = [
+    "STATE_HANDLE_SCHEMA_VERSION",
+    "SnapshotFile",
+    "SnapshotStore",
+    "StateHandle",
+    "UploadResult",
+]
+
+STATE_HANDLE_SCHEMA_VERSION = 1
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotFile(BaseModel):
+    """One file of a subtask snapshot: its name in the RocksDB folder and where storage has it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    path: str
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    def stored(self) -> StoredFile:
+        return StoredFile(self.path, self.size, self.sha256)
+
+
+class StateHandle(BaseModel):
+    """Everything needed to restore one subtask's state from storage; part of the manifest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = STATE_HANDLE_SCHEMA_VERSION
+    checkpoint_id: int = Field(ge=0)
+    files: tuple[SnapshotFile, ...]
+    full_bytes: int = Field(ge=0)
+    uploaded_bytes: int = Field(ge=0)
+
+    def sst_checksums(self) -> dict[SstKey, str]:
+        """``(name, size) -> sha256`` of the SSTs: what storage already holds after a restore."""
+        return {(f.name, f.size): f.sha256 for f in self.files if classify(f.name) is FileKind.SST}
+
+
+@dataclass(frozen=True, slots=True)
+class UploadResult:
+    handle: StateHandle
+    seconds: float
+
+
+class SnapshotStore:
+    """Moves one subtask's local checkpoints to and from `Storage`.
+
+    ``uploaded`` remembers which SSTs of this database lifetime storage already holds, so
+    each checkpoint sends only the new ones.
+    """
+
+    def __init__(self, storage: Storage, *, uploaded: dict[SstKey, str] | None = None) -> None:
+        self._storage = storage
+        self.uploaded: dict[SstKey, str] = dict(uploaded or {})
+
+    async def upload(self, local: LocalCheckpoint) -> UploadResult:
+        """Run the asynchronous phase for ``local``; steps in the module docstring."""
+        started = time.perf_counter()
+        inventory: CheckpointInventory = await asyncio.to_thread(
+            local.inventory.with_checksums, local.directory
+        )
+        new_names = {f.name for f in inventory.to_upload()}
+        uploaded_bytes = 0
+        files: list[SnapshotFile] = []
+        for entry in inventory.to_upload():
+            result = await self._storage.put_content_addressed(SHARED, local.directory / entry.name)
+            uploaded_bytes += result.uploaded_bytes
+            files.append(_snapshot_file(entry.name, result.file))
+        for entry in inventory.files:
+            if entry.name not in new_names:
+                assert entry.sha256 is not None  # known SSTs come with their checksum
+                files.append(
+                    SnapshotFile(
+                        name=entry.name,
+                        path=f"{SHARED}/{entry.sha256}",
+                        size=entry.size,
+                        sha256=entry.sha256,
+                    )
+                )
+        self.uploaded.update(inventory.sst_checksums())
+        handle = StateHandle(
+            checkpoint_id=inventory.checkpoint_id,
+            files=tuple(sorted(files, key=lambda f: f.name)),
+            full_bytes=sum(f.size for f in inventory.files),
+            uploaded_bytes=uploaded_bytes,
+        )
+        return UploadResult(handle, time.perf_counter() - started)
+
+    async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
+        """Return a folder holding exactly the files of ``handle``, ready to restore from.
+
+        The subtask's own local checkpoint ``local_root/<id>`` is used when every file is there
+        with the right size; otherwise every file is downloaded and verified into
+        ``local_root/<id>.download``.
+        """
+        local = local_root / str(handle.checkpoint_id)
+        if _matches(local, handle):
+            logger.info("restoring checkpoint %s from the local copy", handle.checkpoint_id)
+            return local
+        target = local_root / f"{handle.checkpoint_id}.download"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for entry in handle.files:
+            await self._storage.download_verified(entry.stored(), target / entry.name)
+        logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.files))
+        return target
+
+
+def _snapshot_file(name: str, stored: StoredFile) -> SnapshotFile:
+    return SnapshotFile(name=name, path=stored.path, size=stored.size, sha256=stored.sha256)
+
+
+def _matches(folder: Path, handle: StateHandle) -> bool:
+    if not folder.is_dir():
+        return False
+    present = {p.name: p.stat().st_size for p in folder.iterdir()}
+    return present == {f.name: f.size for f in handle.files}

@@ -1,0 +1,448 @@
+"""One subtask: an operator's parallel instance reading its partitions, keeping its state,
+aligning barriers, snapshotting, and writing its outputs.
+
+`Subtask.run` performs, in order:
+
+1. open the state: restore it from the `RestorePoint` (the local copy when it is still on
+   disk, else a verified download) or create it empty;
+2. start the idempotent producer (records and markers) and, if the operator writes a sink,
+   the `SinkPublisher`, which fences older producers of this sink subtask and publishes the
+   outputs of checkpoints up to the restored one that were not published yet;
+3. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
+   point, or to the beginning;
+4. loop: handle control messages (``completed``, ``aborted``), fetch records, and pass each
+   through the `RestoreFilter` and the `BarrierAligner` to processing.
+
+On barrier alignment (`_snapshot`): drain the records in flight; take the local RocksDB
+checkpoint (write batch flushed, hard links); bump the writer interval to ``n+1``; write barrier
+``n`` to every partition of every output topic; then (in the caller) process the released
+buffer. The asynchronous phase runs in a task: flush the producer (every record of interval ≤ n
+is in Kafka before the ack), upload the new files, ack with the state handle and ``R_p``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import shutil
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import TopicPartition as KafkaTopicPartition
+
+from operators.api import Record
+from operators.exceptions import FatalError
+from operators.graph import JobGraph, SubtaskId
+from operators.pipeline import TopicKind
+from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
+from operators.protocol.exceptions import MalformedHeadersError
+from operators.protocol.records import (
+    COORDINATOR_WRITER,
+    Channel,
+    RecordKind,
+    RecordMeta,
+    TopicPartition,
+    decode_headers,
+    encode_headers,
+)
+from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
+from operators.runtime.context import Emitted, RecordContext
+from operators.runtime.control import (
+    CheckpointAborted,
+    CheckpointAck,
+    CheckpointCompleted,
+    CheckpointDecline,
+    ControlLink,
+)
+from operators.runtime.deadletters import dead_letter_headers
+from operators.runtime.executor import KeyedExecutor
+from operators.runtime.partitioner import partition_for
+from operators.runtime.sinks import SinkPublisher
+from operators.runtime.snapshots import SnapshotStore, StateHandle
+from operators.runtime.topics import dead_letter_topic, sink_progress_topic
+from operators.state.rocksdb import RocksDBStateStore
+from operators.state.snapshot import LocalCheckpoint
+from operators.storage import Storage
+
+__all__ = [
+    "RECORD_ID_HEADER",
+    "RestorePoint",
+    "Subtask",
+    "SubtaskFencedError",
+    "SubtaskSettings",
+]
+
+RECORD_ID_HEADER = "sg-id"
+"""On at-least-once sink records: a deterministic id to drop duplicates by."""
+
+logger = logging.getLogger(__name__)
+
+Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
+
+
+class SubtaskFencedError(FatalError):
+    """A record of a newer attempt exists: this subtask is a zombie and stops."""
+
+    def __init__(self, subtask: str, attempt: int, newer_attempt: int) -> None:
+        super().__init__(f"{subtask} of attempt {attempt} is fenced by attempt {newer_attempt}")
+        self.subtask, self.attempt, self.newer_attempt = subtask, attempt, newer_attempt
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePoint:
+    """Where a subtask starts again: its state and ``R_p`` in checkpoint ``checkpoint_id``."""
+
+    checkpoint_id: int
+    positions: dict[TopicPartition, int]
+    handle: StateHandle
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubtaskSettings:
+    max_buffered: int = 100_000
+    """Records buffered during alignment before the checkpoint is declined."""
+    max_in_flight: int = 64
+    """Async process-function calls running at once."""
+    fetch_timeout_ms: int = 50
+    keep_local_checkpoints: int = 2
+
+
+class Subtask:
+    """One parallel instance of an operator; steps in the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        graph: JobGraph,
+        subtask: SubtaskId,
+        attempt: int,
+        bootstrap: str,
+        storage: Storage,
+        control: ControlLink,
+        local_dir: Path,
+        restore: RestorePoint | None = None,
+        next_checkpoint_id: int | None = None,
+        settings: SubtaskSettings | None = None,
+    ) -> None:
+        """``next_checkpoint_id``: the id the coordinator triggers next (default: the restored
+        checkpoint's plus one). A record's interval is the checkpoint whose barrier follows it,
+        so this is the writer's first interval."""
+        self.graph, self.id, self.attempt = graph, subtask, attempt
+        self.name = str(subtask)
+        self._spec = graph.operators[subtask.uid]
+        self._bootstrap = bootstrap
+        self._control = control
+        self._local_dir = local_dir
+        self._restore = restore
+        self._settings = settings or SubtaskSettings()
+        self._snapshots = SnapshotStore(
+            storage, uploaded=restore.handle.sst_checksums() if restore else None
+        )
+        restored_id = restore.checkpoint_id if restore else 0
+        self._filter = RestoreFilter(
+            attempt, restored_checkpoint_id=restore.checkpoint_id if restore else None
+        )
+        self._aligner: BarrierAligner[Incoming] = BarrierAligner(
+            graph.channels(subtask),
+            max_buffered=self._settings.max_buffered,
+            last_checkpoint_id=restored_id,
+        )
+        self.interval = next_checkpoint_id or restored_id + 1
+        self._executor = KeyedExecutor(self._settings.max_in_flight)
+        self._is_async = inspect.iscoroutinefunction(self._spec.function)
+        self._align_started: float | None = None
+        self._upload: asyncio.Task[None] | None = None
+        self._store: RocksDBStateStore | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._publisher: SinkPublisher | None = None
+        self.records_in = 0
+        self.records_out = 0
+        self.dead_letters = 0
+
+    async def run(self) -> None:
+        """Run until cancelled, fenced or failed; steps in the module docstring."""
+        try:
+            await self._open_state()
+            await self._start_producers()
+            await self._start_consumer()
+            logger.info("%s running at attempt %s", self.name, self.attempt)
+            while True:
+                await self._handle_control()
+                await self._fetch_once()
+        finally:
+            await self._close()
+
+    # -- start and stop -------------------------------------------------------------------
+
+    async def _open_state(self) -> None:
+        db_dir = self._local_dir / "db"
+        shutil.rmtree(db_dir, ignore_errors=True)
+        if self._restore is None:
+            self._store = RocksDBStateStore.open(db_dir)
+            return
+        source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
+        self._store = RocksDBStateStore.restore(source, db_dir)
+
+    async def _start_producers(self) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap, enable_idempotence=True, linger_ms=5
+        )
+        await self._producer.start()
+        sinks = [self.graph.topics[t] for t in self._spec.outputs]
+        if any(t.kind is TopicKind.SINK and t.exactly_once for t in sinks):
+            assert self._store is not None
+            self._publisher = SinkPublisher(
+                self._bootstrap,
+                transactional_id=f"sluicegate.{self.graph.name}.{self.name}",
+                progress_topic=sink_progress_topic(self.graph.name),
+                subtask=self.name,
+                wal=self._store.metadata(),
+            )
+            await self._publisher.start()
+            if self._restore is not None:
+                await self._publisher.publish(self._restore.checkpoint_id)
+
+    async def _start_consumer(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
+        await self._consumer.start()
+        partitions = self.graph.input_partitions(self.id)
+        self._consumer.assign([KafkaTopicPartition(p.topic, p.partition) for p in partitions])
+        for p in partitions:
+            tp = KafkaTopicPartition(p.topic, p.partition)
+            if self._restore is not None and p in self._restore.positions:
+                self._consumer.seek(tp, self._restore.positions[p])
+            else:
+                await self._consumer.seek_to_beginning(tp)
+
+    async def _close(self) -> None:
+        await self._executor.cancel()
+        if self._upload is not None and not self._upload.done():
+            self._upload.cancel()
+            await asyncio.gather(self._upload, return_exceptions=True)
+        for closer in (self._consumer, self._producer, self._publisher):
+            if closer is not None:
+                await asyncio.shield(closer.stop())
+        if self._store is not None:
+            self._store.close()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def _handle_control(self) -> None:
+        while (message := self._control.poll()) is not None:
+            if message.attempt != self.attempt:
+                continue
+            if isinstance(message, CheckpointCompleted):
+                await self._on_completed(message.checkpoint_id)
+            elif isinstance(message, CheckpointAborted):
+                aborted = self._aligner.on_abort(message.checkpoint_id)
+                if aborted is not None:
+                    logger.info("%s dropped alignment: %s", self.name, aborted.reason)
+                    self._align_started = None
+                    await self._process_released()
+
+    async def _fetch_once(self) -> None:
+        assert self._consumer is not None
+        if self._upload is not None and self._upload.done():
+            self._upload.result()  # an upload failure fails the subtask
+        batches = await self._consumer.getmany(timeout_ms=self._settings.fetch_timeout_ms)
+        for records in batches.values():
+            for record in records:
+                await self._on_record(record)
+        self._executor.raise_failure()
+
+    async def _on_record(self, record: Incoming) -> None:
+        self.records_in += 1
+        try:
+            meta = decode_headers(record.headers)
+        except MalformedHeadersError as exc:
+            await self._dead_letter(record, exc)
+            return
+        decision = self._filter.decide(meta)
+        if isinstance(decision, Fenced):
+            raise SubtaskFencedError(self.name, self.attempt, decision.newer_attempt)
+        if isinstance(decision, Skip):
+            return
+        partition = TopicPartition(record.topic, record.partition)
+        channel = Channel(partition, meta.writer if meta else COORDINATOR_WRITER)
+        if channel not in self._aligner.channels:
+            await self._dead_letter(record, ValueError(f"unknown writer {channel.writer!r}"))
+            return
+        if meta is not None and meta.checkpoint_id is not None:
+            await self._on_barrier(channel, meta.checkpoint_id, record.offset)
+            return
+        action = self._aligner.on_record(channel, record)
+        if isinstance(action, Buffered):
+            return
+        if isinstance(action, Decline):
+            await self._decline(action)
+            return
+        await self._process(record)
+
+    async def _on_barrier(self, channel: Channel, checkpoint_id: int, offset: int) -> None:
+        for action in self._aligner.on_barrier(channel, checkpoint_id, offset):
+            if isinstance(action, Aborted):
+                logger.info("%s dropped alignment: %s", self.name, action.reason)
+            elif isinstance(action, Aligned):
+                await self._snapshot(action)
+            self._align_started = None
+            await self._process_released()
+        if self._aligner.aligning is not None and self._align_started is None:
+            self._align_started = time.perf_counter()
+
+    async def _decline(self, action: Decline) -> None:
+        logger.warning(
+            "%s declines checkpoint %s: %s", self.name, action.checkpoint_id, action.reason
+        )
+        self._align_started = None
+        await self._control.send(
+            CheckpointDecline(self.name, action.checkpoint_id, self.attempt, action.reason)
+        )
+        await self._process_released()
+
+    async def _process_released(self) -> None:
+        for record in self._aligner.release():
+            await self._process(record)
+
+    # -- processing -----------------------------------------------------------------------
+
+    async def _process(self, incoming: Incoming) -> None:
+        assert self._store is not None
+        record = Record(
+            topic=incoming.topic,
+            partition=incoming.partition,
+            offset=incoming.offset,
+            key=incoming.key,
+            value=incoming.value if incoming.value is not None else b"",
+            timestamp_ms=incoming.timestamp,
+        )
+        ctx = RecordContext(record, self._store.partition(record.topic, record.partition))
+        if self._is_async:
+            await self._executor.submit(record.key, lambda: self._call(incoming, ctx))
+        else:
+            await self._call(incoming, ctx)
+
+    async def _call(self, incoming: Incoming, ctx: RecordContext) -> None:
+        try:
+            result = self._spec.function(ctx.record, ctx)
+            if isinstance(result, Awaitable):
+                await result
+            for emitted in ctx.emitted:
+                if emitted.topic not in self._spec.outputs:
+                    raise ValueError(f"emit to {emitted.topic!r}, not an output of {self.id.uid}")
+        except Exception as exc:  # noqa: BLE001 - any failure of user code dead-letters
+            await self._dead_letter(incoming, exc)
+            return
+        for index, emitted in enumerate(ctx.emitted):
+            await self._send(emitted, ctx.record, index)
+
+    async def _send(self, emitted: Emitted, source: Record, index: int) -> None:
+        assert self._producer is not None
+        spec = self.graph.topics[emitted.topic]
+        partition = partition_for(emitted.key, spec.partitions, input_partition=source.partition)
+        self.records_out += 1
+        if spec.kind is TopicKind.SINK and spec.exactly_once:
+            assert self._publisher is not None
+            self._publisher.write_ahead(
+                self.interval, emitted.topic, partition, emitted.key, emitted.value
+            )
+            return
+        headers = encode_headers(RecordMeta(self.attempt, self.interval, self.name))
+        if spec.kind is TopicKind.SINK:
+            # At least once: the same input record yields the same id in every replay.
+            record_id = f"{self.id.uid}/{source.topic}/{source.partition}/{source.offset}/{index}"
+            headers = [(RECORD_ID_HEADER, record_id.encode())]
+        await self._producer.send(
+            emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
+        )
+
+    async def _dead_letter(self, incoming: Incoming, error: Exception) -> None:
+        assert self._producer is not None
+        self.dead_letters += 1
+        logger.warning(
+            "%s dead-letters %s[%s]@%s: %r",
+            self.name, incoming.topic, incoming.partition, incoming.offset, error,
+        )  # fmt: skip
+        headers = dead_letter_headers(incoming, error, operator=self.id.uid, subtask=self.name)
+        await self._producer.send(
+            dead_letter_topic(self.graph.name),
+            incoming.value or b"",
+            key=incoming.key,
+            partition=0,
+            headers=headers,
+        )
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    @property
+    def _checkpoints_dir(self) -> Path:
+        return self._local_dir / "checkpoints"
+
+    async def _snapshot(self, aligned: Aligned) -> None:
+        assert self._store is not None
+        assert self._producer is not None
+        n = aligned.checkpoint_id
+        alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
+        await self._executor.drain()
+        if self._upload is not None:
+            await self._upload  # at most one upload at a time; normally long finished
+        started = time.perf_counter()
+        local = self._store.take_local_checkpoint(
+            n, self._checkpoints_dir, uploaded=self._snapshots.uploaded
+        )
+        self.interval = n + 1
+        barrier = encode_headers(
+            RecordMeta(self.attempt, n, self.name, RecordKind.BARRIER, checkpoint_id=n)
+        )
+        for topic in self._spec.outputs:
+            spec = self.graph.topics[topic]
+            if spec.kind is TopicKind.TOPIC:
+                for p in range(spec.partitions):
+                    await self._producer.send(topic, b"", partition=p, headers=barrier)
+        sync_s = time.perf_counter() - started
+        positions = dict(aligned.positions)
+        self._upload = asyncio.create_task(
+            self._upload_and_ack(local, positions, alignment_s, sync_s)
+        )
+
+    async def _upload_and_ack(
+        self,
+        local: LocalCheckpoint,
+        positions: dict[TopicPartition, int],
+        alignment_s: float,
+        sync_s: float,
+    ) -> None:
+        assert self._producer is not None
+        await self._producer.flush()
+        result = await self._snapshots.upload(local)
+        ack = CheckpointAck(
+            subtask=self.name,
+            checkpoint_id=local.inventory.checkpoint_id,
+            attempt=self.attempt,
+            positions=positions,
+            handle=result.handle,
+            alignment_seconds=alignment_s,
+            sync_seconds=sync_s,
+            async_seconds=result.seconds,
+        )
+        await self._control.send(ack)
+
+    async def _on_completed(self, checkpoint_id: int) -> None:
+        if self._publisher is not None:
+            await self._publisher.publish(checkpoint_id)
+        keep = self._settings.keep_local_checkpoints
+        if self._checkpoints_dir.is_dir():
+            ids = sorted(int(p.name) for p in self._checkpoints_dir.iterdir() if p.name.isdigit())
+            for old in ids[:-keep] if keep else ids:
+                if old < checkpoint_id:
+                    shutil.rmtree(self._checkpoints_dir / str(old), ignore_errors=True)

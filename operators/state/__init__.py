@@ -1,0 +1,55 @@
+"""Keyed state of a subtask: RocksDB rows separable per input partition, and local snapshots.
+
+* :mod:`operators.state.store`: the :class:`StateStore` contract a process function sees.
+* :mod:`operators.state.rocksdb`: the rocksdict implementation, one database per subtask.
+* :mod:`operators.state.snapshot`: local checkpoints and the inventory the uploader reads.
+* :mod:`operators.state.codec`: the on-disk format (key layout, RocksDB tuning); raw bytes.
+* :mod:`operators.state.exceptions`: the error tree.
+"""
+
+from operators.state.codec import RocksDBOptions
+from operators.state.exceptions import (
+    CheckpointExistsError,
+    InvalidPartitionError,
+    ReservedKeyError,
+    RestoreSourceError,
+    StateClosedError,
+    StateError,
+    StateIOError,
+    StateOpenError,
+    StateSchemaVersionError,
+)
+from operators.state.rocksdb import SCHEMA_VERSION, RocksDBPartitionState, RocksDBStateStore
+from operators.state.snapshot import (
+    CheckpointFile,
+    CheckpointInventory,
+    FileKind,
+    LocalCheckpoint,
+    SstKey,
+)
+from operators.state.store import PartitionId, PartitionState, PendingWrites, StateStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CheckpointExistsError",
+    "CheckpointFile",
+    "CheckpointInventory",
+    "FileKind",
+    "InvalidPartitionError",
+    "LocalCheckpoint",
+    "PartitionId",
+    "PartitionState",
+    "PendingWrites",
+    "ReservedKeyError",
+    "RestoreSourceError",
+    "RocksDBOptions",
+    "RocksDBPartitionState",
+    "RocksDBStateStore",
+    "SstKey",
+    "StateClosedError",
+    "StateError",
+    "StateIOError",
+    "StateOpenError",
+    "StateSchemaVersionError",
+    "StateStore",
+]

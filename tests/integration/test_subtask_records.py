@@ -1,0 +1,154 @@
+"""What a subtask does with records, on the real broker: dead letters, at-least-once sinks,
+and async process functions (concurrent across keys, in order within a key)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+
+from coordinator.local import LocalJob
+from operators.api import Context, ProcessFunction, Record
+from operators.graph import JobGraph
+from operators.pipeline import Pipeline
+from operators.runtime.subtask import RECORD_ID_HEADER
+from operators.runtime.topics import dead_letter_topic
+from operators.storage import open_storage
+
+Records = list[ConsumerRecord[bytes, bytes]]
+Item = tuple[bytes, bytes, list[tuple[str, bytes]]]
+
+
+async def produce(bootstrap: str, topic: str, items: list[Item]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for key, value, headers in items:
+            await producer.send(topic, value, key=key, partition=0, headers=headers)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def consume(bootstrap: str, topic: str, partitions: int, expected: int) -> Records:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        got: Records = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=200)).values():
+                got.extend(batch)
+        return got
+    finally:
+        await consumer.stop()
+
+
+@asynccontextmanager
+async def running(graph: JobGraph, bootstrap: str, tmp_path: Path) -> AsyncIterator[LocalJob]:
+    job = LocalJob(
+        graph,
+        bootstrap=bootstrap,
+        storage=open_storage(tmp_path / "storage"),
+        work_dir=tmp_path / "work",
+        interval_seconds=0.3,
+    )
+    await job.start()
+    try:
+        yield job
+    finally:
+        job.raise_failure()
+        await job.crash()
+
+
+def one_operator(tag: str, function: ProcessFunction, partitions: int = 1) -> JobGraph:
+    p = Pipeline(f"p-{tag}")
+    p.source(f"in-{tag}", partitions=partitions)
+    p.sink(f"out-{tag}", partitions=1, exactly_once=False)
+    p.operator("op", function, inputs=f"in-{tag}", outputs=f"out-{tag}")
+    return p.build()
+
+
+async def test_failing_and_malformed_records_go_to_the_dead_letter_topic(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+
+    def shout(record: Record, ctx: Context) -> None:
+        if record.value == b"boom":
+            ctx.emit(f"out-{tag}", b"half done")  # discarded: the call raises
+            raise RuntimeError("cannot shout boom")
+        ctx.emit(f"out-{tag}", record.value.upper(), key=record.key)
+
+    graph = one_operator(tag, shout)
+    async with running(graph, kafka_bootstrap, tmp_path) as job:
+        await produce(
+            kafka_bootstrap,
+            f"in-{tag}",
+            [
+                (b"k1", b"a", []),
+                (b"k2", b"boom", []),
+                (b"k3", b"b", [("sg-attempt", b"1")]),  # sg headers but not all of them
+                (b"k4", b"c", []),
+            ],
+        )
+        letters = await consume(kafka_bootstrap, dead_letter_topic(graph.name), 1, 2)
+        outputs = await consume(kafka_bootstrap, f"out-{tag}", 1, 2)
+        assert job.subtasks["op#0"].dead_letters == 2
+
+    assert [(r.key, r.value) for r in outputs] == [(b"k1", b"A"), (b"k4", b"C")]
+    ids = [dict(r.headers)[RECORD_ID_HEADER] for r in outputs]
+    assert ids == [f"op/in-{tag}/0/0/0".encode(), f"op/in-{tag}/0/3/0".encode()]
+
+    assert [(r.key, r.value) for r in letters] == [(b"k2", b"boom"), (b"k3", b"b")]
+    boom, malformed = (dict(r.headers) for r in letters)
+    assert boom["sg-dlq-error"] == b"RuntimeError: cannot shout boom"
+    assert boom["sg-dlq-operator"] == b"op"
+    assert boom["sg-dlq-subtask"] == b"op#0"
+    assert (boom["sg-dlq-topic"], boom["sg-dlq-partition"], boom["sg-dlq-offset"]) == (
+        f"in-{tag}".encode(),
+        b"0",
+        b"1",
+    )
+    assert b"sg-interval" in malformed["sg-dlq-error"]
+    assert malformed["sg-dlq-offset"] == b"2"
+
+
+async def test_async_functions_run_concurrently_across_keys_in_order_within_a_key(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    running_now = 0
+    most_at_once = 0
+
+    async def slow_echo(record: Record, ctx: Context) -> None:
+        nonlocal running_now, most_at_once
+        running_now += 1
+        most_at_once = max(most_at_once, running_now)
+        # Later records of a key are quicker: only the per-key chain keeps them in order.
+        await asyncio.sleep(0.02 * (5 - int(record.value) % 5))
+        running_now -= 1
+        ctx.emit(f"out-{tag}", record.value, key=record.key)
+
+    items: list[Item] = [(f"k{i % 8}".encode(), str(i // 8).encode(), []) for i in range(80)]
+    async with running(one_operator(tag, slow_echo), kafka_bootstrap, tmp_path):
+        await produce(kafka_bootstrap, f"in-{tag}", items)
+        outputs = await consume(kafka_bootstrap, f"out-{tag}", 1, 80)
+
+    per_key: dict[bytes, list[int]] = defaultdict(list)
+    for r in outputs:
+        assert r.key is not None
+        per_key[r.key].append(int(r.value))
+    assert per_key == {f"k{k}".encode(): list(range(10)) for k in range(8)}
+    assert most_at_once > 1

@@ -1,0 +1,508 @@
+"""The simulated world around the real protocol cores: Kafka, producers, storage, a sink.
+
+Only the world is simulated. Every subtask filters with the real
+:class:`~operators.protocol.restore_filter.RestoreFilter`, aligns with the real
+:class:`~operators.protocol.alignment.BarrierAligner` (or a subclass under test), reads and
+writes real ``sg-*`` headers, and the coordinator decides with the real
+:class:`~coordinator.checkpoints.tracker.CheckpointTracker`.
+
+* A partition is an append-only list; nothing ever removes from it, so a crash leaves
+  orphaned tails behind, as Kafka does.
+* Each subtask has one producer: a queue per output partition, flushed one record at a time,
+  so per partition the order of its records and markers is the order it sent them.
+* Checkpoint storage maps state handles to snapshots; manifests map checkpoint ids to acks.
+  Both survive crashes; everything else of a subtask does not.
+* The sink topic holds committed transactions only (what ``read_committed`` consumers see)
+  and, per sink subtask, the "published up to" mark and the producer epoch that fences
+  zombies.
+* Operator ``i`` reads topic ``t{i}`` (``t0`` is the source) and folds each value into a
+  per-key accumulator, emitting the new accumulator to ``t{i+1}`` (the last operator emits to
+  the sink). The fold is order-sensitive, so a lost, repeated or reordered record shows.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from coordinator.checkpoints import (
+    AbortCheckpoint,
+    CheckpointTracker,
+    CommitManifest,
+    InjectBarriers,
+)
+from operators.protocol import (
+    COORDINATOR_WRITER,
+    Aligned,
+    BarrierAligner,
+    Buffered,
+    Channel,
+    Decline,
+    Fenced,
+    Process,
+    RecordKind,
+    RecordMeta,
+    RestoreFilter,
+    Skip,
+    TopicPartition,
+    decode_headers,
+    encode_headers,
+)
+from operators.runtime.control import CheckpointAck
+from tests.helpers import fake_state_handle
+from tests.unit.protocol_model.subtask import (
+    AbortMessage,
+    CompletedMessage,
+    DeclineMessage,
+    LogRecord,
+    SimSubtask,
+    Snapshot,
+    fold,
+)
+
+__all__ = ["Chooser", "ModelConfig", "Shape", "SinkTopic", "World"]
+
+Chooser = Callable[[int], int]
+"""``chooser(n)`` picks an index in ``range(n)``; the test decides how (hypothesis draws)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A chain of operators: operator ``i`` reads ``partitions[i]`` partitions of ``t{i}``."""
+
+    partitions: tuple[int, ...]
+    parallelism: tuple[int, ...]
+
+    @property
+    def operators(self) -> int:
+        return len(self.partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """Knobs of one simulated run; times are in simulation steps."""
+
+    max_buffered: int
+    interval: float
+    min_pause: float
+    timeout: float
+    zombies: bool
+    aligner_class: type[BarrierAligner[LogRecord]] = BarrierAligner
+    filter_class: type[RestoreFilter] = RestoreFilter
+
+
+@dataclass(slots=True)
+class SinkTopic:
+    """Committed sink transactions, the "published up to" marks and the fencing epochs."""
+
+    committed: list[tuple[int, int]] = field(default_factory=list)
+    published_up_to: dict[str, int] = field(default_factory=dict)
+    epochs: dict[str, int] = field(default_factory=dict)
+
+    def commit(self, uid: str, attempt: int, up_to: int, outputs: list[tuple[int, int]]) -> None:
+        """One transaction: the outputs and the mark, atomically; a zombie is fenced."""
+        if self.epochs[uid] != attempt:
+            raise AssertionError(f"zombie {uid} of attempt {attempt} reached the sink")
+        self.committed.extend(outputs)
+        self.published_up_to[uid] = up_to
+
+
+class World:
+    """Everything in memory; :meth:`step` performs one event chosen by the chooser."""
+
+    def __init__(self, shape: Shape, config: ModelConfig, source: list[tuple[int, int]]) -> None:
+        self.shape = shape
+        self.config = config
+        self.source = deque(source)
+        self.log: dict[TopicPartition, list[LogRecord]] = {
+            TopicPartition(f"t{op}", q): []
+            for op, count in enumerate(shape.partitions)
+            for q in range(count)
+        }
+        self.now = 0.0
+        self.attempt = 1
+        # Kept durably by the coordinator before it injects barriers, like the attempt.
+        self.durable_next_id = 1
+        self.storage: dict[str, Snapshot] = {}
+        self.manifests: dict[int, tuple[CheckpointAck, ...]] = {}
+        self.sink = SinkTopic()
+        self.to_coordinator: deque[CheckpointAck | DeclineMessage] = deque()
+        self.committing: CommitManifest | None = None
+        self.crashes = 0
+        self.crash_situations: list[str] = []
+        self.counts: dict[str, int] = dict.fromkeys(
+            (
+                "aligned",
+                "completed",
+                "aborted",
+                "declined",
+                "released on abort",
+                "fenced",
+                "published",
+            ),
+            0,
+        )
+        self.happened: set[str] = set()
+        """Which of the counted outcomes the last step had: a crash may be aimed right after."""
+        self.trace: list[str] = []
+        self.uids = [
+            f"op{op}#{j}" for op in range(shape.operators) for j in range(shape.parallelism[op])
+        ]
+        self.tracker = self._new_tracker()
+        self.subtasks: dict[str, SimSubtask] = {uid: self._restore(uid) for uid in self.uids}
+        self.zombies: list[SimSubtask] = []
+
+    # -- choosing ------------------------------------------------------------------------
+
+    def enabled(self) -> list[tuple[str, Callable[[Chooser], None]]]:
+        """The events possible now, with a label for the trace."""
+        steps: list[tuple[str, Callable[[Chooser], None]]] = []
+        for sub in [*self.subtasks.values(), *self.zombies]:
+            for tp in sub.readable(self.log):
+                steps.append((f"poll {sub.name} {tp.topic}[{tp.partition}]", self._poll(sub, tp)))
+            for tp, queue in sub.outbox.items():
+                if queue:
+                    steps.append(
+                        (f"flush {sub.name} {tp.topic}[{tp.partition}]", self._flush(sub, tp))
+                    )
+        for sub in self.subtasks.values():
+            if sub.uploads:
+                steps.append((f"upload {sub.name}", self._upload(sub)))
+            if sub.inbox:
+                steps.append((f"deliver {sub.inbox[0]} to {sub.name}", self._deliver(sub)))
+        if self.source:
+            steps.append(("append source", self._append_source))
+        if self.to_coordinator:
+            steps.append((f"coordinator gets {self.to_coordinator[0]}", self._coordinator_receive))
+        if self.committing is not None:
+            steps.append((f"commit manifest {self.committing.checkpoint_id}", self._commit))
+        steps.append(("tick", self._tick))
+        return steps
+
+    def step(self, chooser: Chooser) -> None:
+        """Perform one enabled event picked by ``chooser``; :attr:`happened` says what it did."""
+        steps = self.enabled()
+        label, perform = steps[chooser(len(steps))]
+        self.happened.clear()
+        self.trace.append(f"{self.now:g} {label}")
+        perform(chooser)
+
+    def drain(self, *, rounds: int = 40) -> None:
+        """Without faults or zombies: run to quiescence, then checkpoint until all is published.
+
+        Raises AssertionError if the pipeline does not settle (a liveness failure).
+        """
+        self.zombies.clear()
+        for _ in range(rounds):
+            self._quiesce()
+            if self._settled():
+                return
+            self.now += self.config.timeout + self.config.interval + self.config.min_pause + 1
+            self.trace.append(f"{self.now:g} drain: tick")
+            self._tick(lambda _: 0)
+        raise AssertionError("the pipeline did not settle:\n" + "\n".join(self.trace[-60:]))
+
+    def _quiesce(self) -> None:
+        while True:
+            steps = [s for s in self.enabled() if s[0] != "tick"]
+            if not steps:
+                return
+            label, perform = steps[0]
+            self.trace.append(f"{self.now:g} drain: {label}")
+            perform(lambda _: 0)
+
+    def _settled(self) -> bool:
+        return (
+            not self.source
+            and self.tracker.in_flight is None
+            and all(
+                not sub.unpublished and sub.aligner.aligning is None
+                for sub in self.subtasks.values()
+            )
+        )
+
+    # -- data plane ----------------------------------------------------------------------
+
+    def _append_source(self, chooser: Chooser) -> None:
+        # The outside world writes in bursts, which is what fills barrier buffers.
+        for _ in range(min(len(self.source), 1 + chooser(4))):
+            key, value = self.source.popleft()
+            partition = TopicPartition("t0", key % self.shape.partitions[0])
+            self.log[partition].append(LogRecord(key, value))
+
+    def _flush(self, sub: SimSubtask, tp: TopicPartition) -> Callable[[Chooser], None]:
+        def perform(_: Chooser) -> None:
+            self.log[tp].append(sub.outbox[tp].popleft())
+
+        return perform
+
+    def _poll(self, sub: SimSubtask, tp: TopicPartition) -> Callable[[Chooser], None]:
+        """Read one record; the order of the protocol cores is the one of a real subtask."""
+
+        def perform(_: Chooser) -> None:
+            offset = sub.positions[tp]
+            record = self.log[tp][offset]
+            sub.positions[tp] = offset + 1
+            meta = decode_headers(record.headers)
+            decision = sub.restore_filter.decide(meta)
+            if isinstance(decision, Fenced):
+                self.trace.append(f"  {sub.name} fenced by attempt {decision.newer_attempt}")
+                sub.fenced = True
+                self._count("fenced")
+                self.zombies = [z for z in self.zombies if not z.fenced]
+                return
+            if isinstance(decision, Skip):
+                return
+            channel = Channel(tp, COORDINATOR_WRITER if meta is None else meta.writer)
+            if meta is not None and meta.checkpoint_id is not None:
+                for action in sub.aligner.on_barrier(channel, meta.checkpoint_id, offset):
+                    self.trace.append(f"  {sub.name}: {action}")
+                    if isinstance(action, Aligned):
+                        self._sync_phase(sub, action)
+                    self._apply_all(sub, sub.aligner.release())
+                return
+            outcome = sub.aligner.on_record(channel, record)
+            if isinstance(outcome, Buffered):
+                self.happened.add("buffered")
+            elif isinstance(outcome, Process):
+                self._apply_all(sub, [record])
+            elif isinstance(outcome, Decline):
+                self.trace.append(f"  {sub.name}: {outcome}")
+                self._count("declined")
+                if sub in self.subtasks.values():
+                    self.to_coordinator.append(
+                        DeclineMessage(sub.uid, outcome.checkpoint_id, sub.attempt, outcome.reason)
+                    )
+                self._apply_all(sub, sub.aligner.release())
+
+        return perform
+
+    def _sync_phase(self, sub: SimSubtask, aligned: Aligned) -> None:
+        """Snapshot, bump the writer interval, forward the barrier; the caller then replays."""
+        n = aligned.checkpoint_id
+        self._count("aligned")
+        sub.uploads.append((n, dict(aligned.positions), sub.snapshot()))
+        sub.interval = n + 1
+        marker = RecordMeta(sub.attempt, n, sub.uid, RecordKind.BARRIER, n)
+        for queue in sub.outbox.values():
+            queue.append(LogRecord(-1, 0, tuple(encode_headers(marker))))
+
+    def _apply_all(self, sub: SimSubtask, records: list[LogRecord]) -> None:
+        for record in records:
+            output = fold(sub.state, record.key, record.value)
+            if sub.operator == self.shape.operators - 1:
+                # Written ahead into state for the current interval; published on completion.
+                sub.unpublished.setdefault(sub.interval, []).append(output)
+                continue
+            meta = RecordMeta(sub.attempt, sub.interval, sub.uid)
+            target = TopicPartition(
+                f"t{sub.operator + 1}", output[0] % self.shape.partitions[sub.operator + 1]
+            )
+            sub.outbox[target].append(LogRecord(*output, tuple(encode_headers(meta))))
+
+    # -- control plane -------------------------------------------------------------------
+
+    def _upload(self, sub: SimSubtask) -> Callable[[Chooser], None]:
+        def perform(_: Chooser) -> None:
+            n, positions, snapshot = sub.uploads.popleft()
+            handle = f"attempt-{sub.attempt}/{n}/{sub.uid}"
+            self.storage[handle] = snapshot
+            self.to_coordinator.append(
+                CheckpointAck(sub.uid, n, sub.attempt, positions, fake_state_handle(handle, n))
+            )
+
+        return perform
+
+    def _deliver(self, sub: SimSubtask) -> Callable[[Chooser], None]:
+        def perform(_: Chooser) -> None:
+            message = sub.inbox.popleft()
+            if message.attempt != sub.attempt:
+                return
+            if isinstance(message, AbortMessage):
+                aborted = sub.aligner.on_abort(message.checkpoint_id)
+                if aborted is not None:
+                    self.trace.append(f"  {sub.name}: {aborted}")
+                    released = sub.aligner.release()
+                    if released:
+                        self._count("released on abort")
+                    self._apply_all(sub, released)
+                return
+            if sub.operator != self.shape.operators - 1:
+                return
+            n = message.checkpoint_id
+            intervals = sorted(i for i in sub.unpublished if i <= n)
+            outputs = [o for i in intervals for o in sub.unpublished.pop(i)]
+            self.sink.commit(sub.uid, sub.attempt, n, outputs)
+            self._count("published")
+
+        return perform
+
+    def _coordinator_receive(self, _: Chooser) -> None:
+        message = self.to_coordinator.popleft()
+        if isinstance(message, CheckpointAck):
+            commit = self.tracker.on_ack(message)
+            if commit is not None:
+                self.committing = commit
+            return
+        abort = self.tracker.on_decline(
+            message.checkpoint_id, message.attempt, message.subtask, message.reason, self.now
+        )
+        self._broadcast_abort(abort)
+
+    def _commit(self, _: Chooser) -> None:
+        commit = self.committing
+        assert commit is not None
+        self.committing = None
+        assert commit.checkpoint_id not in self.manifests, "manifests are create-if-absent"
+        self.manifests[commit.checkpoint_id] = commit.acks
+        completed = self.tracker.on_manifest_committed(commit.checkpoint_id, self.now)
+        assert completed is not None
+        self._count("completed")
+        for sub in self.subtasks.values():
+            sub.inbox.append(CompletedMessage(completed.checkpoint_id, completed.attempt))
+
+    def _tick(self, _: Chooser) -> None:
+        # Only ticks move the clock, so a checkpoint's timeout counts coordinator rounds.
+        self.now += 1
+        self._broadcast_abort(self.tracker.on_tick(self.now))
+        inject = self.tracker.trigger(self.now)
+        if inject is not None:
+            self._inject(inject)
+
+    def time_out(self) -> None:
+        """The clock jumps past the timeout and the coordinator ticks: what is in flight aborts."""
+        self.now += self.config.timeout
+        self.trace.append(f"{self.now:g} clock jumps past the timeout")
+        self._tick(lambda _: 0)
+
+    def _inject(self, inject: InjectBarriers) -> None:
+        self.durable_next_id = self.tracker.next_checkpoint_id
+        n = inject.checkpoint_id
+        marker = RecordMeta(inject.attempt, n, COORDINATOR_WRITER, RecordKind.BARRIER, n)
+        for q in range(self.shape.partitions[0]):
+            self.log[TopicPartition("t0", q)].append(
+                LogRecord(-1, 0, tuple(encode_headers(marker)))
+            )
+
+    def _broadcast_abort(self, abort: AbortCheckpoint | None) -> None:
+        if abort is None:
+            return
+        self.trace.append(f"  {abort}")
+        self._count("aborted")
+        if self.committing is not None and self.committing.checkpoint_id == abort.checkpoint_id:
+            self.committing = None
+        for sub in self.subtasks.values():
+            sub.inbox.append(AbortMessage(abort.checkpoint_id, abort.attempt))
+
+    def _count(self, outcome: str) -> None:
+        self.counts[outcome] += 1
+        self.happened.add(outcome)
+
+    # -- crash and global recovery -------------------------------------------------------
+
+    def crash(self, chooser: Chooser) -> None:
+        """Every subtask and the coordinator lose what is not in storage; rewind to the last
+        completed checkpoint at a new attempt. Old subtasks may live on as zombies."""
+        self.crashes += 1
+        self.trace.append(f"{self.now:g} crash and recovery to attempt {self.attempt + 1}")
+        self.crash_situations.extend(self._situations())
+        self.attempt += 1
+        if chooser(2):
+            self.tracker.on_recovery(self.attempt, self.now)
+        else:
+            self.tracker = self._new_tracker()
+        self.to_coordinator.clear()
+        self.committing = None
+        for old in self.subtasks.values():
+            if self.config.zombies and chooser(2):
+                old.inbox.clear()
+                old.uploads.clear()
+                old.unpublished.clear()
+                self.zombies.append(old)
+        self.subtasks = {uid: self._restore(uid) for uid in self.uids}
+
+    def _situations(self) -> list[str]:
+        found = []
+        subs = self.subtasks.values()
+        if any(sub.aligner.aligning is not None for sub in subs):
+            found.append("crash mid-alignment")
+        if any(sub.uploads for sub in subs):
+            found.append("crash between sync phase and ack")
+        if any(isinstance(m, CompletedMessage) for sub in subs for m in sub.inbox):
+            found.append("crash between completion and sink publication")
+        if self.committing is not None:
+            found.append("crash before manifest commit")
+        return found or ["crash elsewhere"]
+
+    def _new_tracker(self) -> CheckpointTracker:
+        return CheckpointTracker(
+            subtasks=self.uids,
+            next_checkpoint_id=self.durable_next_id,
+            attempt=self.attempt,
+            interval_seconds=self.config.interval,
+            min_pause_seconds=self.config.min_pause,
+            timeout_seconds=self.config.timeout,
+        )
+
+    def _restore(self, uid: str) -> SimSubtask:
+        """A subtask of the current attempt, from the last completed checkpoint or empty.
+
+        Steps: load state and ``R_p`` from the manifest; a sink subtask fences older
+        producers, drops what its transactions already published and publishes the rest.
+        """
+        operator, index = (int(part) for part in uid.removeprefix("op").split("#"))
+        parallelism = self.shape.parallelism[operator]
+        inputs = [
+            TopicPartition(f"t{operator}", q)
+            for q in range(self.shape.partitions[operator])
+            if q % parallelism == index
+        ]
+        last = self.shape.operators - 1
+        outputs = (
+            []
+            if operator == last
+            else [
+                TopicPartition(f"t{operator + 1}", q)
+                for q in range(self.shape.partitions[operator + 1])
+            ]
+        )
+        writers = (
+            [COORDINATOR_WRITER]
+            if operator == 0
+            else [f"op{operator - 1}#{j}" for j in range(self.shape.parallelism[operator - 1])]
+        )
+        channels = [Channel(tp, writer) for tp in inputs for writer in writers]
+        m = max(self.manifests, default=0)
+        positions = dict.fromkeys(inputs, 0)
+        snapshot = Snapshot((), ())
+        if m:
+            ack = next(a for a in self.manifests[m] if a.subtask == uid)
+            positions = dict(ack.positions)
+            snapshot = self.storage[ack.handle.files[0].path]
+        sub = SimSubtask(
+            uid=uid,
+            operator=operator,
+            attempt=self.attempt,
+            positions=positions,
+            outputs=outputs,
+            snapshot=snapshot,
+            interval=m + 1,
+            aligner=self.config.aligner_class(
+                channels, max_buffered=self.config.max_buffered, last_checkpoint_id=m
+            ),
+            restore_filter=self.config.filter_class(
+                self.attempt, restored_checkpoint_id=m if m else None
+            ),
+        )
+        if operator == last:
+            self.sink.epochs[uid] = self.attempt
+            published = self.sink.published_up_to.get(uid, 0)
+            assert all(i <= m for i in sub.unpublished), "snapshot m holds intervals ≤ m only"
+            outputs_due = [
+                o for i in sorted(sub.unpublished) if i > published for o in sub.unpublished[i]
+            ]
+            sub.unpublished.clear()
+            if m > published:
+                self.sink.commit(uid, self.attempt, m, outputs_due)
+        return sub

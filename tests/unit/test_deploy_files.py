@@ -1,0 +1,202 @@
+"""The Docker-user deployment files: the compose file is valid, mounts exist, images are pinned.
+
+These run the Compose tool's ``config``, which parses, interpolates and validates the file but
+needs no Docker engine. Either ``docker compose`` (v2 or later) or the old ``docker-compose``
+(v1) will do; ``.ci/install-compose`` installs one. Without any, these tests fail rather than
+skip, so that CI cannot pass without checking the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+APP_SERVICES = {"coordinator", "worker"}
+INFRASTRUCTURE_SERVICES = {"kafka", "prometheus", "grafana"}
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeTool:
+    """How to invoke the installed Compose implementation."""
+
+    command: tuple[str, ...]
+    v1: bool
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``config``-style arguments against the project's compose file, all profiles on."""
+        return subprocess.run(
+            [*self.command, "-f", str(COMPOSE_FILE), "--profile", "app", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+
+def _works(command: list[str]) -> bool:
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=60, check=False)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+@functools.cache
+def _find_compose() -> ComposeTool | None:
+    docker = shutil.which("docker")
+    if docker is not None and _works([docker, "compose", "version"]):
+        return ComposeTool(command=(docker, "compose"), v1=False)
+    legacy = shutil.which("docker-compose")
+    if legacy is not None and _works([legacy, "version"]):
+        return ComposeTool(command=(legacy,), v1=True)
+    return None
+
+
+def _compose() -> ComposeTool:
+    tool = _find_compose()
+    if tool is None:
+        pytest.fail(
+            "no Docker Compose found (neither `docker compose` nor `docker-compose` works): "
+            "run .ci/install-compose",
+            pytrace=False,
+        )
+    return tool
+
+
+@functools.cache
+def _resolved_config() -> dict[str, Any]:
+    """The compose file as the tool resolves it: merge keys applied, paths made absolute.
+
+    Cached for the session; callers must not modify it.
+    """
+    tool = _compose()
+    if tool.v1:
+        # v1 prints YAML only. PyYAML is in the dev environment only as a dependency of moto,
+        # without stubs, hence the dynamic import.
+        done = tool.run("config")
+        assert done.returncode == 0, done.stderr
+        yaml = importlib.import_module("yaml")
+        resolved: dict[str, Any] = yaml.safe_load(done.stdout)
+        return resolved
+    done = tool.run("config", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    parsed: dict[str, Any] = json.loads(done.stdout)
+    return parsed
+
+
+def _bind_sources(service: dict[str, Any]) -> list[str]:
+    """Host paths a service mounts, from either the long (v2) or the short (v1) volume syntax."""
+    sources = []
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            if volume["type"] == "bind":
+                sources.append(str(volume["source"]))
+        elif str(volume).startswith(("/", ".")):
+            sources.append(str(volume).split(":", 1)[0])
+    return sources
+
+
+def _is_pinned(image: str) -> bool:
+    """True for ``name:tag`` with a tag other than ``latest``, or a digest reference."""
+    if "@sha256:" in image:
+        return True
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:  # no tag at all, or the colon belonged to a registry port
+        return False
+    return tag != "latest"
+
+
+def test_compose_file_is_valid() -> None:
+    done = _compose().run("config", "-q")
+    assert done.returncode == 0, f"compose config failed:\n{done.stderr}"
+    assert done.stderr.strip() == "", f"compose config warned:\n{done.stderr}"
+
+
+def test_app_services_run_only_with_the_app_profile() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    assert set(services) == INFRASTRUCTURE_SERVICES | APP_SERVICES
+    for name in INFRASTRUCTURE_SERVICES:
+        assert not services[name].get("profiles"), f"{name} must start without a profile"
+    for name in APP_SERVICES:
+        assert services[name].get("profiles") == ["app"], f"{name} must be in the app profile"
+
+
+def test_every_mounted_host_path_exists_in_the_repo() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    mounted = {
+        (name, Path(source))
+        for name, service in services.items()
+        for source in _bind_sources(service)
+    }
+    assert mounted, "expected the Prometheus and Grafana config mounts"
+    for name, source in sorted(mounted):
+        path = (ROOT / source).resolve()
+        assert path.is_relative_to(ROOT), f"{name} mounts {source}, outside the repository"
+        assert path.exists(), f"{name} mounts {source}, which does not exist"
+
+
+def test_every_build_context_and_dockerfile_exists() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    builds = {name: service["build"] for name, service in services.items() if "build" in service}
+    assert set(builds) == APP_SERVICES
+    for name, build in builds.items():
+        context = (ROOT / build["context"]).resolve()
+        assert context == ROOT, f"{name} must build from the repository root"
+        assert (context / build.get("dockerfile", "Dockerfile")).is_file()
+
+
+def test_every_image_is_pinned() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    for name, service in services.items():
+        if "build" in service:
+            continue
+        image = service.get("image")
+        assert image is not None, f"{name} has neither an image nor a build"
+        assert _is_pinned(image), f"{name} uses {image}: pin a tag other than latest"
+
+
+def test_app_services_reach_kafka_on_an_advertised_listener() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    advertised = services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    addresses = {listener.split("://", 1)[1] for listener in advertised.split(",")}
+    for name in APP_SERVICES:
+        bootstrap = services[name]["environment"]["SLUICEGATE_KAFKA_BOOTSTRAP"]
+        assert bootstrap == "kafka:19092"
+        assert bootstrap in addresses, f"{name} bootstraps from {bootstrap}, not advertised"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "deploy" / "grafana" / "dashboards").glob("*.json")),
+    ids=lambda path: path.name,
+)
+def test_dashboard_is_valid_json_with_a_uid_and_title(path: Path) -> None:
+    dashboard = json.loads(path.read_text(encoding="utf-8"))
+    assert dashboard["uid"]
+    assert dashboard["title"]
+
+
+@pytest.mark.parametrize(
+    ("image", "pinned"),
+    [
+        ("apache/kafka:4.4.0", True),
+        ("apache/kafka:latest", False),
+        ("apache/kafka", False),
+        ("registry.local:5000/kafka", False),
+        ("registry.local:5000/kafka:4.4.0", True),
+        ("prom/prometheus@sha256:" + "0" * 64, True),
+    ],
+)
+def test_is_pinned(image: str, pinned: bool) -> None:
+    assert _is_pinned(image) is pinned
