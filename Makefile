@@ -5,7 +5,7 @@ UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-unit test-integration lint fmt typecheck kafka sync clean
+.PHONY: demo test test-unit test-integration bench lint fmt typecheck kafka sync clean
 
 demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 	$(RUN) sluicegate demo
@@ -19,6 +19,10 @@ test-unit: sync  ## tests that need no broker
 
 test-integration: sync  ## tests against a real broker
 	$(RUN) pytest tests/integration
+
+bench: sync  ## benchmarks: print tables (see README); not part of the tests
+	$(RUN) python -m bench.checkpoint_cost
+	$(RUN) python -m bench.wordcount_throughput
 
 lint: sync
 	$(RUN) ruff check .

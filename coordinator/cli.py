@@ -70,12 +70,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _stop_on_sigterm() -> None:
-    """Make SIGTERM take the same clean path as Ctrl-C."""
+    """Make SIGTERM and SIGINT take the clean path of Ctrl-C.
+
+    SIGINT is set explicitly: a process started in the background by a non-interactive shell
+    inherits SIGINT as ignored, and Python then installs no handler of its own.
+    """
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
 
 
 def _dev_kafka(args: argparse.Namespace) -> int:

@@ -122,7 +122,8 @@ async def _round_trip(bootstrap: str, topic: str, value: bytes) -> list[bytes]:
         consumer.seek(tp, 0)
         (end,) = (await consumer.end_offsets([tp])).values()
         values: list[bytes] = []
-        while len(values) < end:
+        deadline = time.monotonic() + 30
+        while len(values) < end and time.monotonic() < deadline:
             for batch in (await consumer.getmany(timeout_ms=200)).values():
                 values.extend(r.value for r in batch)
         return values

@@ -1,0 +1,1 @@
+"""Benchmarks: runnable scripts that print tables (``make bench``); never timed tests."""
