@@ -72,6 +72,7 @@ from operators.storage import Storage
 __all__ = [
     "RECORD_ID_HEADER",
     "RestorePoint",
+    "SinkProgressError",
     "Subtask",
     "SubtaskFencedError",
     "SubtaskSettings",
@@ -91,6 +92,19 @@ class SubtaskFencedError(FatalError):
     def __init__(self, subtask: str, attempt: int, newer_attempt: int) -> None:
         super().__init__(f"{subtask} of attempt {attempt} is fenced by attempt {newer_attempt}")
         self.subtask, self.attempt, self.newer_attempt = subtask, attempt, newer_attempt
+
+
+class SinkProgressError(FatalError):
+    """The sink says outputs were published, but the job starts with no checkpoint."""
+
+    def __init__(self, subtask: str, published: int) -> None:
+        super().__init__(
+            f"{subtask}: the sink-progress topic says checkpoint {published} was published, but "
+            "this job starts without a checkpoint (was its checkpoint storage replaced?). "
+            "Point the job at its checkpoint storage, or give the pipeline a new name, or "
+            "delete the pipeline's sluicegate.<pipeline>.sink-progress topic to start afresh."
+        )
+        self.subtask, self.published = subtask, published
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +219,17 @@ class Subtask:
                 wal=self._store.metadata(),
             )
             await self._publisher.start()
+            restored = self._restore.checkpoint_id if self._restore else 0
+            if self._publisher.published > restored:
+                if self._restore is None:
+                    raise SinkProgressError(self.name, self._publisher.published)
+                logger.warning(
+                    "%s restores checkpoint %s but checkpoint %s was published: the outputs "
+                    "replayed in between are published again (duplicates)",
+                    self.name, restored, self._publisher.published,
+                )  # fmt: skip
             if self._restore is not None:
-                await self._publisher.publish(self._restore.checkpoint_id)
+                await self._publisher.publish(restored)
 
     async def _start_consumer(self) -> None:
         self._consumer = AIOKafkaConsumer(

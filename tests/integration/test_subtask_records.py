@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from coordinator.local import LocalJob
+from coordinator.local import JobFailedError, LocalJob
 from operators.api import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
@@ -161,3 +162,48 @@ async def test_async_functions_run_concurrently_across_keys_in_order_within_a_ke
         per_key[r.key].append(int(r.value))
     assert per_key == {f"k{k}".encode(): list(range(10)) for k in range(8)}
     assert most_at_once > 1
+
+
+async def test_a_job_that_lost_its_checkpoints_is_refused_not_silently_reset(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+
+    def echo(record: Record, ctx: Context) -> None:
+        ctx.emit(f"out-{tag}", record.value, key=record.key)
+
+    p = Pipeline(f"p-{tag}")
+    p.source(f"in-{tag}", partitions=1)
+    p.sink(f"out-{tag}", partitions=1)
+    p.operator("op", echo, inputs=f"in-{tag}", outputs=f"out-{tag}")
+    graph = p.build()
+    async with running(graph, kafka_bootstrap, tmp_path / "first") as job:
+        await produce(kafka_bootstrap, f"in-{tag}", [(b"k", b"v", [])])
+        assert [r.value for r in await consume(kafka_bootstrap, f"out-{tag}", 1, 1)] == [b"v"]
+        await job.wait_for_checkpoints(len(job.completed) + 1, timeout_s=30)
+
+    lost = LocalJob(
+        graph,
+        bootstrap=kafka_bootstrap,
+        storage=open_storage(tmp_path / "empty-storage"),
+        work_dir=tmp_path / "work2",
+    )
+    await lost.start()
+    try:
+        failure = await first_failure(lost, timeout_s=30)
+    finally:
+        await lost.crash()
+    assert failure.subtask == "op#0"
+    assert "was its checkpoint storage replaced" in failure.reason
+
+
+async def first_failure(job: LocalJob, timeout_s: float) -> JobFailedError:
+    """Wait until a subtask of ``job`` fails and return the failure."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            job.raise_failure()
+        except JobFailedError as failure:
+            return failure
+        await asyncio.sleep(0.05)
+    pytest.fail(f"no subtask failed within {timeout_s}s")
