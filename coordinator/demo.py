@@ -30,7 +30,7 @@ _WORDS = ("kafka", "barrier", "snapshot", "agent", "tool", "model", "offset", "j
 PARTITIONS = 4
 
 
-def word_count(tag: str) -> JobGraph:
+def word_count(tag: str, *, exactly_once: bool = True) -> JobGraph:
     """Source ``lines-<tag>`` → tokenizer x2 → ``words-<tag>`` → counter x2 → sink."""
     lines, words, counts = f"lines-{tag}", f"words-{tag}", f"counts-{tag}"
 
@@ -46,7 +46,7 @@ def word_count(tag: str) -> JobGraph:
     p = Pipeline(f"wordcount-{tag}")
     p.source(lines, partitions=PARTITIONS)
     p.topic(words, partitions=PARTITIONS)
-    p.sink(counts, partitions=PARTITIONS)
+    p.sink(counts, partitions=PARTITIONS, exactly_once=exactly_once)
     p.operator("tokenizer", tokenize, inputs=lines, outputs=words, parallelism=2)
     p.operator("counter", count, inputs=words, outputs=counts, parallelism=2)
     return p.build()
