@@ -27,7 +27,6 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from coordinator.checkpoints.manifest import CheckpointManifest, ManifestStore
 from coordinator.checkpoints.tracker import (
     AbortCheckpoint,
     BroadcastCompleted,
@@ -46,6 +45,7 @@ from operators.runtime.control import (
     InMemoryControl,
     SubtaskFailed,
 )
+from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.subtask import Subtask, SubtaskSettings
 from operators.runtime.topics import ensure_topics
 from operators.storage import AlreadyExistsError, Storage
