@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -63,6 +64,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     kafka.set_defaults(run=_dev_kafka)
 
+    pipeline_help = "the pipeline as module:attribute (a Pipeline, a JobGraph or a function)"
+    coordinator = commands.add_parser("coordinator", help="run the coordinator of a pipeline")
+    coordinator.add_argument("--pipeline", required=True, help=pipeline_help)
+    coordinator.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    coordinator.set_defaults(run=_coordinator)
+
+    worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
+    worker.add_argument("--pipeline", required=True, help=pipeline_help)
+    worker.add_argument("--worker-id", default=f"worker-{os.getpid()}")
+    worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    worker.set_defaults(run=_worker)
+
+    up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
+    up.add_argument("--pipeline", required=True, help=pipeline_help)
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--slots", type=int, default=4, help="slots per worker")
+    up.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    up.set_defaults(run=_up)
+
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--records", type=int, default=10_000, help="how many source records")
     demo.set_defaults(run=_demo)
@@ -98,6 +118,72 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         broker.stop()
 
 
+def _bootstrap(settings: CoordinatorSettings) -> str:
+    return settings.kafka_bootstrap or "127.0.0.1:9092"
+
+
+def _coordinator(args: argparse.Namespace) -> int:
+    from coordinator.loader import load_graph
+    from coordinator.service import Coordinator
+    from coordinator.service import CoordinatorSettings as Timing
+    from operators.storage import open_storage
+
+    settings = CoordinatorSettings()
+    service = Coordinator(
+        load_graph(args.pipeline),
+        bootstrap=_bootstrap(settings),
+        storage=open_storage(settings.storage_url),
+        settings=Timing(interval_seconds=args.interval),
+    )
+    asyncio.run(service.run())
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from coordinator.loader import load_graph
+    from operators.runtime.worker import Worker
+    from operators.storage import open_storage
+
+    settings = CoordinatorSettings()
+    worker = Worker(
+        load_graph(args.pipeline),
+        worker_id=args.worker_id,
+        slots=args.slots,
+        bootstrap=_bootstrap(settings),
+        storage=open_storage(settings.storage_url),
+        work_dir=settings.state_dir / args.worker_id,
+    )
+    asyncio.run(worker.run())
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from coordinator.loader import load_graph
+    from coordinator.supervisor import Child, Supervisor
+
+    load_graph(args.pipeline)  # refuse a bad pipeline before starting anything
+    settings = CoordinatorSettings()
+    me = [sys.executable, "-m", "coordinator.cli"]
+    children = [
+        Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
+                              "--interval", str(args.interval)], restart=False),
+        *(
+            Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,
+                                  "--worker-id", f"worker-{i}", "--slots", str(args.slots)],
+                  restart=True)
+            for i in range(1, args.workers + 1)
+        ),
+    ]  # fmt: skip
+    env = {"SLUICEGATE_STORAGE_URL": settings.storage_url}
+    if settings.kafka_bootstrap:
+        env["SLUICEGATE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
+        return asyncio.run(Supervisor(children, env).run())
+    with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
+        print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
+        env["SLUICEGATE_KAFKA_BOOTSTRAP"] = broker.bootstrap
+        return asyncio.run(Supervisor(children, env).run())
+
+
 def _demo(args: argparse.Namespace) -> int:
     from coordinator.demo import run_demo
 
@@ -107,3 +193,7 @@ def _demo(args: argparse.Namespace) -> int:
     with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
         print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
         return asyncio.run(run_demo(broker.bootstrap, args.records))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,3 +22,9 @@ class CoordinatorSettings(BaseSettings):
 
     kafka_home: Path | None = None
     """Cache directory for the dev broker's jars (default: ``$XDG_CACHE_HOME/sluicegate``)."""
+
+    storage_url: str = ".sluicegate/checkpoints"
+    """Checkpoint storage: a local folder, ``file:///…``, ``s3://bucket/prefix`` or ``memory://``."""
+
+    state_dir: Path = Path(".sluicegate/state")
+    """Where workers keep their subtasks' local RocksDB state and checkpoints."""

@@ -34,6 +34,7 @@ from coordinator.checkpoints.tracker import (
     CommitManifest,
     InjectBarriers,
 )
+from coordinator.metadata import mark_triggered, next_checkpoint_id, take_attempt
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
 from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
@@ -49,7 +50,6 @@ from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.subtask import Subtask, SubtaskSettings
 from operators.runtime.topics import ensure_topics
 from operators.storage import AlreadyExistsError, Storage
-from operators.storage.layout import ATTEMPTS, CHECKPOINTS, attempt_marker, parse_checkpoint_id
 
 __all__ = ["JobFailedError", "LocalJob"]
 
@@ -104,13 +104,13 @@ class LocalJob:
     async def start(self) -> None:
         """Start or recover the job; steps in the module docstring."""
         await ensure_topics(self._bootstrap, self.graph)
-        self.attempt = await self._take_attempt()
+        self.attempt = await take_attempt(self._storage)
         manifest = await self._manifests.latest()
         self.restored_from = manifest.checkpoint_id if manifest else None
         names = [str(s) for s in self.graph.subtasks()]
         tracker = CheckpointTracker(
             subtasks=names,
-            next_checkpoint_id=await self._next_checkpoint_id(),
+            next_checkpoint_id=await next_checkpoint_id(self._storage),
             attempt=self.attempt,
             interval_seconds=self._interval,
             min_pause_seconds=self._min_pause,
@@ -211,7 +211,7 @@ class LocalJob:
     async def _inject(self, action: InjectBarriers) -> None:
         assert self._producer is not None
         n = action.checkpoint_id
-        await self._storage.put(f"{CHECKPOINTS}/{n}/_triggered", b"")
+        await mark_triggered(self._storage, n)
         meta = RecordMeta(action.attempt, n, COORDINATOR_WRITER, RecordKind.BARRIER, n)
         headers = encode_headers(meta)
         for source in self.graph.sources():
@@ -238,19 +238,3 @@ class LocalJob:
     def _abort(self, control: InMemoryControl, abort: AbortCheckpoint) -> None:
         logger.info("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
         control.broadcast(CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason))
-
-    # -- durable numbering ----------------------------------------------------------------
-
-    async def _take_attempt(self) -> int:
-        taken = [int(p.rsplit("/", 1)[-1]) for p in await self._storage.list(ATTEMPTS)]
-        attempt = max(taken, default=0) + 1
-        while True:
-            try:
-                await self._storage.put_if_absent(attempt_marker(attempt), b"")
-                return attempt
-            except AlreadyExistsError:
-                attempt += 1
-
-    async def _next_checkpoint_id(self) -> int:
-        ids = [parse_checkpoint_id(p) for p in await self._storage.list(CHECKPOINTS)]
-        return max((n for n in ids if n is not None), default=0) + 1

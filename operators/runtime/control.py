@@ -20,15 +20,19 @@ from operators.protocol.records import TopicPartition
 from operators.runtime.snapshots import StateHandle
 
 __all__ = [
+    "Assign",
     "CheckpointAborted",
     "CheckpointAck",
     "CheckpointCompleted",
     "CheckpointDecline",
     "ControlLink",
+    "FromWorker",
+    "Heartbeat",
     "InMemoryControl",
     "SubtaskFailed",
     "ToCoordinator",
     "ToSubtask",
+    "ToWorker",
 ]
 
 
@@ -73,6 +77,33 @@ class SubtaskFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A worker is alive, hosts ``subtasks`` of ``attempt``, and has ``slots`` in all.
+
+    ``incarnation`` is new in every worker process: a worker that restarted under the same id
+    has lost its subtasks, which the coordinator must notice even if no heartbeat was missed.
+    """
+
+    worker_id: str
+    incarnation: str
+    slots: int
+    attempt: int
+    subtasks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Run ``assignment`` (worker id -> subtasks) at ``attempt``, restored from checkpoint
+    ``restore_from`` (None: from the beginning); the next checkpoint id is ``next_checkpoint_id``.
+    A worker stops every subtask of an older attempt first."""
+
+    attempt: int
+    restore_from: int | None
+    next_checkpoint_id: int
+    assignment: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointCompleted:
     checkpoint_id: int
     attempt: int
@@ -87,6 +118,8 @@ class CheckpointAborted:
 
 ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
 ToSubtask = CheckpointCompleted | CheckpointAborted
+FromWorker = ToCoordinator | Heartbeat
+ToWorker = ToSubtask | Assign
 
 
 class ControlLink(Protocol):

@@ -4,7 +4,8 @@ Besides the topics a pipeline declares, each pipeline has two internal topics:
 
 * ``sluicegate.<pipeline>.dead-letters``: records a process function could not handle;
 * ``sluicegate.<pipeline>.sink-progress`` (compacted): per sink subtask, the last checkpoint
-  whose outputs were published, written in the same transaction as those outputs.
+  whose outputs were published, written in the same transaction as those outputs;
+* ``sluicegate.<pipeline>.to-workers`` and ``.to-coordinator``: the control plane.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
+from operators.runtime.control_wire import to_coordinator_topic, to_workers_topic
 
 __all__ = ["TopicMismatchError", "dead_letter_topic", "ensure_topics", "sink_progress_topic"]
 
@@ -48,6 +50,9 @@ def wanted_topics(graph: JobGraph, replication: int = 1) -> list[NewTopic]:
     topics.append(NewTopic(dead_letter_topic(graph.name), 1, replication))
     compact = {"cleanup.policy": "compact"}
     topics.append(NewTopic(sink_progress_topic(graph.name), 1, replication, topic_configs=compact))
+    # Control topics: one partition each, so every reader sees one order.
+    for name in (to_workers_topic(graph.name), to_coordinator_topic(graph.name)):
+        topics.append(NewTopic(name, 1, replication, topic_configs={"retention.ms": "86400000"}))
     return topics
 
 

@@ -1,0 +1,102 @@
+"""What the HTTP API shows of a running coordinator: the `CoordinatorView` contract.
+
+The coordinator implements `CoordinatorView`; the HTTP layer only reads it, so the API can be
+tested against any implementation. Every model here is part of the public API (OpenAPI) and
+carries only plain data.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.exceptions import RetryableError
+
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointRefusedError",
+    "CheckpointStatus",
+    "CoordinatorView",
+    "JobStatus",
+    "SubtaskInfo",
+    "WorkerInfo",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class JobStatus(_Model):
+    pipeline: str
+    state: str = Field(
+        description="created|running|checkpointing|recovering|stopping|stopped|failed"
+    )
+    attempt: int = Field(ge=0)
+    last_completed_checkpoint: int | None
+    checkpoint_lag_seconds: float | None = Field(
+        description="seconds since the last completed checkpoint (None before the first)"
+    )
+    restarts: int = Field(ge=0)
+
+
+class WorkerInfo(_Model):
+    worker_id: str
+    slots: int = Field(ge=0)
+    subtasks: list[str]
+    seconds_since_heartbeat: float = Field(ge=0)
+    alive: bool
+
+
+class SubtaskInfo(_Model):
+    subtask: str = Field(description="uid#index")
+    worker_id: str | None
+    attempt: int = Field(ge=0)
+
+
+class CheckpointStatus(StrEnum):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+class CheckpointInfo(_Model):
+    checkpoint_id: int = Field(ge=1)
+    attempt: int = Field(ge=0)
+    status: CheckpointStatus
+    triggered_at: float | None = Field(description="unix time")
+    completed_at: float | None = Field(description="unix time")
+    full_bytes: int = Field(ge=0)
+    incremental_bytes: int = Field(ge=0)
+    alignment_seconds: float = Field(ge=0, description="slowest subtask")
+    sync_seconds: float = Field(ge=0, description="slowest subtask")
+    async_seconds: float = Field(ge=0, description="slowest subtask")
+    reason: str | None = Field(default=None, description="why it was aborted")
+
+
+class CheckpointRefusedError(RetryableError):
+    """A checkpoint cannot be triggered now; ``reason`` says why (one is in flight, ...)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CoordinatorView(Protocol):
+    """What a coordinator exposes to its HTTP API."""
+
+    def status(self) -> JobStatus: ...
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+    def subtasks(self) -> list[SubtaskInfo]: ...
+
+    async def checkpoints(self) -> list[CheckpointInfo]:
+        """Completed checkpoints still retained, plus the one in flight and recent aborts."""
+        ...
+
+    async def trigger_checkpoint(self) -> int:
+        """Trigger a checkpoint now; its id. Raises `CheckpointRefusedError` when not allowed."""
+        ...

@@ -1,0 +1,97 @@
+"""``sluicegate up``: the embedded single-machine mode.
+
+Starts (unless ``SLUICEGATE_KAFKA_BOOTSTRAP`` names a cluster) the development broker, then the
+coordinator and ``N`` workers as child processes whose output lines are prefixed with their
+name. A worker that exits is started again (as a process supervisor or Kubernetes would); the
+coordinator exiting ends the whole group. Ctrl-C (or SIGTERM) stops every child, then the
+broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Child", "Supervisor"]
+
+logger = logging.getLogger(__name__)
+
+_RESTART_DELAY_S = 1.0
+
+
+@dataclass
+class Child:
+    """One child process: its name, its command line, and whether to restart it on exit."""
+
+    name: str
+    argv: Sequence[str]
+    restart: bool
+    process: asyncio.subprocess.Process | None = None
+    starts: int = 0
+    pump: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class Supervisor:
+    """Runs `Child` processes with prefixed output until one that must not restart exits."""
+
+    def __init__(self, children: Sequence[Child], env: dict[str, str]) -> None:
+        self.children = list(children)
+        self._env = {**os.environ, **env}
+
+    async def run(self) -> int:
+        """Start every child; return the exit code of the first non-restartable one to exit."""
+        try:
+            for child in self.children:
+                await self._start(child)
+            while True:
+                for child in self.children:
+                    assert child.process is not None
+                    code = child.process.returncode
+                    if code is None:
+                        continue
+                    if not child.restart:
+                        print(f"[{child.name}] exited with {code}; stopping", flush=True)
+                        return code or 1
+                    print(f"[{child.name}] exited with {code}; restarting", flush=True)
+                    await asyncio.sleep(_RESTART_DELAY_S)
+                    await self._start(child)
+                await asyncio.sleep(0.2)
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """SIGTERM every running child, then SIGKILL those still alive after 20 s."""
+        running = [c.process for c in self.children if c.process and c.process.returncode is None]
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        for child in self.children:
+            if child.pump is not None:
+                await asyncio.gather(child.pump, return_exceptions=True)
+
+    async def _start(self, child: Child) -> None:
+        child.process = await asyncio.create_subprocess_exec(
+            *child.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=self._env,
+        )
+        child.starts += 1
+        child.pump = asyncio.create_task(self._pump(child, child.process))
+
+    @staticmethod
+    async def _pump(child: Child, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        async for line in process.stdout:
+            sys.stdout.write(f"[{child.name}] {line.decode(errors='replace')}")
+            sys.stdout.flush()

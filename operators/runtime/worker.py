@@ -1,0 +1,189 @@
+"""A worker: the OS process that hosts subtasks, driven by the coordinator over Kafka.
+
+`Worker.run` performs, in order:
+
+1. open a producer to ``to-coordinator`` and a consumer of ``to-workers`` at its end (the
+   coordinator re-sends the current assignment to any worker whose heartbeat disagrees with it);
+2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt and the running subtasks;
+3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
+   start the subtasks assigned to this worker, each restored from the manifest of
+   ``restore_from`` read from checkpoint storage;
+4. on ``completed(n)`` / ``aborted(n)``: hand the message to every running subtask;
+5. when a subtask fails, report `SubtaskFailed` once; the coordinator recovers globally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from operators.graph import JobGraph, SubtaskId
+from operators.runtime.control import (
+    Assign,
+    CheckpointAborted,
+    CheckpointCompleted,
+    FromWorker,
+    Heartbeat,
+    SubtaskFailed,
+    ToCoordinator,
+    ToSubtask,
+)
+from operators.runtime.control_wire import (
+    decode_message,
+    encode_message,
+    to_coordinator_topic,
+    to_workers_topic,
+)
+from operators.runtime.manifest import ManifestStore
+from operators.runtime.subtask import Subtask, SubtaskSettings
+from operators.storage import Storage
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Link:
+    """A subtask's end of the control plane inside a worker."""
+
+    worker: Worker
+    inbox: asyncio.Queue[ToSubtask] = field(default_factory=asyncio.Queue)
+
+    async def send(self, message: ToCoordinator) -> None:
+        await self.worker.send(message)
+
+    def poll(self) -> ToSubtask | None:
+        try:
+            return self.inbox.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+
+class Worker:
+    """Hosts up to ``slots`` subtasks of ``graph``; steps in the module docstring."""
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        *,
+        worker_id: str,
+        slots: int,
+        bootstrap: str,
+        storage: Storage,
+        work_dir: Path,
+        heartbeat_seconds: float = 1.0,
+        subtask_settings: SubtaskSettings | None = None,
+    ) -> None:
+        self.graph, self.worker_id, self.slots = graph, worker_id, slots
+        self._bootstrap = bootstrap
+        self._storage = storage
+        self._work_dir = work_dir
+        self._heartbeat_seconds = heartbeat_seconds
+        self._settings = subtask_settings
+        self.attempt = 0
+        self.incarnation = uuid.uuid4().hex
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._links: dict[str, _Link] = {}
+        self._reported: set[str] = set()
+        self._producer: AIOKafkaProducer | None = None
+
+    async def send(self, message: FromWorker) -> None:
+        """Send ``message`` to the coordinator."""
+        assert self._producer is not None
+        await self._producer.send_and_wait(
+            to_coordinator_topic(self.graph.name), encode_message(message), partition=0
+        )
+
+    async def run(self) -> None:
+        """Run until cancelled; steps in the module docstring."""
+        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
+        await self._producer.start()
+        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            commands = TopicPartition(to_workers_topic(self.graph.name), 0)
+            consumer.assign([commands])
+            await consumer.seek_to_end(commands)
+            logger.info("worker %s ready with %s slots", self.worker_id, self.slots)
+            while True:
+                batches = await consumer.getmany(commands, timeout_ms=100)
+                for record in batches.get(commands, []):
+                    await self._on_command(decode_message(record.value))
+                await self._report_failures()
+        finally:
+            heartbeat.cancel()
+            await self._stop_subtasks()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            await consumer.stop()
+            await self._producer.stop()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            running = tuple(sorted(n for n, t in self._tasks.items() if not t.done()))
+            await self.send(
+                Heartbeat(self.worker_id, self.incarnation, self.slots, self.attempt, running)
+            )
+            await asyncio.sleep(self._heartbeat_seconds)
+
+    async def _on_command(self, message: object) -> None:
+        if isinstance(message, Assign):
+            if message.attempt > self.attempt:
+                await self._assign(message)
+        elif isinstance(message, CheckpointCompleted | CheckpointAborted):
+            for link in self._links.values():
+                link.inbox.put_nowait(message)
+
+    async def _assign(self, assign: Assign) -> None:
+        await self._stop_subtasks()
+        self.attempt = assign.attempt
+        mine = assign.assignment.get(self.worker_id, ())
+        manifest = None
+        if assign.restore_from is not None:
+            manifest = await ManifestStore(self._storage).load(assign.restore_from)
+        for name in mine:
+            link = _Link(self)
+            subtask = Subtask(
+                graph=self.graph,
+                subtask=SubtaskId.parse(name),
+                attempt=assign.attempt,
+                bootstrap=self._bootstrap,
+                storage=self._storage,
+                control=link,
+                local_dir=self._work_dir / name,
+                restore=manifest.restore_point(name) if manifest else None,
+                next_checkpoint_id=assign.next_checkpoint_id,
+                settings=self._settings,
+            )
+            self._links[name] = link
+            self._tasks[name] = asyncio.create_task(subtask.run(), name=name)
+        logger.info(
+            "worker %s runs %s at attempt %s from checkpoint %s",
+            self.worker_id, list(mine), assign.attempt, assign.restore_from,
+        )  # fmt: skip
+
+    async def _stop_subtasks(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._links.clear()
+        self._reported.clear()
+
+    async def _report_failures(self) -> None:
+        for name, task in self._tasks.items():
+            if name in self._reported or not task.done() or task.cancelled():
+                continue
+            exc = task.exception()
+            if exc is None:
+                continue
+            self._reported.add(name)
+            logger.error("subtask %s failed: %r", name, exc)
+            await self.send(SubtaskFailed(name, self.attempt, repr(exc)))

@@ -1,0 +1,137 @@
+"""The word count across real processes: workers and the coordinator are killed with SIGKILL
+at random moments and started again; the sink still sees every count exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator.demo import produce_lines, read_sink, word_count
+from operators.runtime.manifest import ManifestStore
+from operators.runtime.topics import ensure_topics
+from operators.storage import open_storage
+
+VOCABULARY = [f"w{i:02d}" for i in range(30)]
+
+
+class Cluster:
+    """A coordinator and workers as child processes of the test."""
+
+    def __init__(self, tmp_path: Path, tag: str, bootstrap: str) -> None:
+        (tmp_path / f"pipeline_{tag}.py").write_text(
+            f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
+        )
+        self.spec = f"pipeline_{tag}:graph"
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir()
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+            "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap,
+            "SLUICEGATE_STORAGE_URL": str(tmp_path / "storage"),
+            "SLUICEGATE_STATE_DIR": str(tmp_path / "state"),
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: Counter[str] = Counter()
+
+    def start(self, name: str) -> None:
+        if name == "coordinator":
+            args = ["coordinator", "--interval", "0.5"]
+        else:
+            args = ["worker", "--worker-id", name, "--slots", "2"]
+        self.starts[name] += 1
+        log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "coordinator.cli", *args, "--pipeline", self.spec],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def kill(self, name: str) -> None:
+        process = self.processes[name]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                tail = sorted(self.logs.glob(f"{name}.*.log"))[-1].read_text()[-3000:]
+                pytest.fail(f"{name} exited with {process.returncode}:\n{tail}")
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[list[Cluster]]:
+    made: list[Cluster] = []
+    yield made
+    for cluster in made:
+        cluster.stop_all()
+
+
+async def completed_checkpoints(storage_dir: Path) -> int:
+    return len(await ManifestStore(open_storage(storage_dir)).completed())
+
+
+async def wait_for_more_checkpoints(cluster: Cluster, storage: Path, more: int) -> None:
+    start = await completed_checkpoints(storage)
+    deadline = time.monotonic() + 120
+    while await completed_checkpoints(storage) < start + more:
+        cluster.alive()
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {more} more checkpoints within 120 s")
+        await asyncio.sleep(0.1)
+
+
+async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
+    kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
+) -> None:
+    rng = random.Random(7)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(40_000)]
+    expected = Counter(w for line in lines for w in line.split())
+    cluster = Cluster(tmp_path, tag, kafka_bootstrap)
+    cluster_factory.append(cluster)
+    storage = tmp_path / "storage"
+    for name in ("coordinator", "w1", "w2"):
+        cluster.start(name)
+
+    victims = ["w1", "w2", "coordinator", "w1", "w2"]
+    for part, victim in enumerate(victims):
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[part :: len(victims)])
+        await wait_for_more_checkpoints(cluster, storage, rng.randint(1, 2))
+        await asyncio.sleep(rng.uniform(0, 0.5))  # where in the cycle the kill lands
+        cluster.kill(victim)
+        cluster.start(victim)
+
+    total = sum(expected.values())
+    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=240)
+    cluster.alive()
+    await wait_for_more_checkpoints(cluster, storage, 1)
+    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
+
+    seen: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        seen[(r.key or b"").decode()].append(int(r.value))
+    assert len(records) == total
+    for word, n in expected.items():
+        assert seen[word] == list(range(1, n + 1)), word
