@@ -1,0 +1,52 @@
+"""Control messages survive the trip through their JSON records unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators.protocol.records import TopicPartition
+from operators.runtime.control import (
+    Assign,
+    CheckpointAborted,
+    CheckpointAck,
+    CheckpointCompleted,
+    CheckpointDecline,
+    FromWorker,
+    Heartbeat,
+    SubtaskFailed,
+    ToWorker,
+)
+from operators.runtime.control_wire import decode_message, encode_message
+from tests.helpers import fake_state_handle
+
+MESSAGES: list[FromWorker | ToWorker] = [
+    CheckpointAck(
+        "counter#1",
+        7,
+        3,
+        {TopicPartition("words", 2): 41, TopicPartition("words", 3): 0},
+        fake_state_handle("shared/abc", 7),
+        alignment_seconds=0.25,
+        sync_seconds=0.01,
+        async_seconds=1.5,
+    ),
+    CheckpointDecline("tokenizer#0", 8, 3, "barrier buffer over its bound"),
+    SubtaskFailed("tokenizer#0", 3, "RuntimeError('x')"),
+    Heartbeat("w1", "f00d", 4, 3, ("counter#0", "tokenizer#1")),
+    Assign(3, 6, 9, {"w1": ("counter#0",), "w2": ()}),
+    Assign(1, None, 1, {}),
+    CheckpointCompleted(7, 3),
+    CheckpointAborted(8, 3, "timed out waiting for counter#1"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_round_trip(message: FromWorker | ToWorker) -> None:
+    assert decode_message(encode_message(message)) == message
+
+
+def test_refuses_another_schema_version_and_unknown_types() -> None:
+    with pytest.raises(ValueError, match="schema version"):
+        decode_message(b'{"type": "completed", "checkpoint_id": 1, "attempt": 1}')
+    with pytest.raises(ValueError, match="unknown control message type"):
+        decode_message(b'{"type": "reboot", "schema_version": 1}')
