@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     coordinator = commands.add_parser("coordinator", help="run the coordinator of a pipeline")
     coordinator.add_argument("--pipeline", required=True, help=pipeline_help)
     coordinator.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    coordinator.add_argument(
+        "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
+    )
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
@@ -133,7 +136,9 @@ def _coordinator(args: argparse.Namespace) -> int:
         load_graph(args.pipeline),
         bootstrap=_bootstrap(settings),
         storage=open_storage(settings.storage_url),
-        settings=Timing(interval_seconds=args.interval),
+        settings=Timing(
+            interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
+        ),
     )
     asyncio.run(service.run())
     return 0

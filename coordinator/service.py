@@ -100,6 +100,7 @@ class Coordinator:
         self.attempt = 0
         self.state = "created"
         self.restarts = 0
+        self.restore_fallbacks = 0
         self.completed: list[int] = []
         self.last_completed_at: float | None = None
 
@@ -209,6 +210,13 @@ class Coordinator:
                     CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason)
                 )
         elif isinstance(message, SubtaskFailed) and message.attempt == self.attempt:
+            if message.corrupt_checkpoint is not None:
+                logger.error(
+                    "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
+                    message.corrupt_checkpoint, message.reason,
+                )  # fmt: skip
+                await self._manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
+                self.restore_fallbacks += 1
             await self._fail(f"subtask {message.subtask} failed: {message.reason}")
 
     def _assigned(self, worker: str) -> bool:

@@ -71,9 +71,13 @@ class CheckpointDecline:
 
 @dataclass(frozen=True, slots=True)
 class SubtaskFailed:
+    """``subtask`` stopped with an error. ``corrupt_checkpoint`` names the checkpoint whose
+    stored files failed verification on restore, when that was the cause."""
+
     subtask: str
     attempt: int
     reason: str
+    corrupt_checkpoint: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,17 @@ from operators.runtime.control import CheckpointAck
 from operators.runtime.snapshots import StateHandle
 from operators.runtime.subtask import RestorePoint
 from operators.storage import NotFoundError, Storage
-from operators.storage.layout import CHECKPOINTS, checkpoint_manifest, parse_checkpoint_id
+from operators.storage.layout import (
+    CHECKPOINTS,
+    checkpoint_manifest,
+    checkpoint_prefix,
+    parse_checkpoint_id,
+)
 
 __all__ = ["MANIFEST_SCHEMA_VERSION", "CheckpointManifest", "ManifestStore", "SubtaskSnapshot"]
 
 MANIFEST_SCHEMA_VERSION = 1
+_CORRUPT = "_corrupt"
 
 
 class SubtaskSnapshot(BaseModel):
@@ -129,10 +135,25 @@ class ManifestStore:
         return sorted(ids)
 
     async def latest(self) -> CheckpointManifest | None:
-        """The newest completed checkpoint, or None."""
+        """The newest completed checkpoint not marked corrupt, or None."""
+        corrupt = await self.corrupt()
         for n in reversed(await self.completed()):
+            if n in corrupt:
+                continue
             try:
                 return await self.load(n)
             except NotFoundError:
                 continue
         return None
+
+    async def mark_corrupt(self, checkpoint_id: int, reason: str) -> None:
+        """Never restore from ``checkpoint_id`` again: a stored file failed verification."""
+        await self._storage.put(f"{checkpoint_prefix(checkpoint_id)}/{_CORRUPT}", reason.encode())
+
+    async def corrupt(self) -> set[int]:
+        """Ids of checkpoints marked corrupt."""
+        return {
+            n
+            for path in await self._storage.list(CHECKPOINTS)
+            if path.endswith(f"/{_CORRUPT}") and (n := parse_checkpoint_id(path)) is not None
+        }

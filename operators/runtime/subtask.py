@@ -67,10 +67,11 @@ from operators.runtime.snapshots import SnapshotStore, StateHandle
 from operators.runtime.topics import dead_letter_topic, sink_progress_topic
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.snapshot import LocalCheckpoint
-from operators.storage import Storage
+from operators.storage import CorruptFileError, Storage
 
 __all__ = [
     "RECORD_ID_HEADER",
+    "CorruptCheckpointError",
     "RestorePoint",
     "SinkProgressError",
     "Subtask",
@@ -92,6 +93,14 @@ class SubtaskFencedError(FatalError):
     def __init__(self, subtask: str, attempt: int, newer_attempt: int) -> None:
         super().__init__(f"{subtask} of attempt {attempt} is fenced by attempt {newer_attempt}")
         self.subtask, self.attempt, self.newer_attempt = subtask, attempt, newer_attempt
+
+
+class CorruptCheckpointError(FatalError):
+    """A file of the checkpoint being restored failed its size or checksum check."""
+
+    def __init__(self, checkpoint_id: int, path: str) -> None:
+        super().__init__(f"checkpoint {checkpoint_id} is corrupt: {path} failed verification")
+        self.checkpoint_id, self.path = checkpoint_id, path
 
 
 class SinkProgressError(FatalError):
@@ -200,7 +209,10 @@ class Subtask:
         if self._restore is None:
             self._store = RocksDBStateStore.open(db_dir)
             return
-        source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
+        try:
+            source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
+        except CorruptFileError as exc:
+            raise CorruptCheckpointError(self._restore.checkpoint_id, exc.path) from exc
         self._store = RocksDBStateStore.restore(source, db_dir)
 
     async def _start_producers(self) -> None:

@@ -40,7 +40,7 @@ from operators.runtime.control_wire import (
     to_workers_topic,
 )
 from operators.runtime.manifest import ManifestStore
-from operators.runtime.subtask import Subtask, SubtaskSettings
+from operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
 from operators.storage import Storage
 
 __all__ = ["Worker"]
@@ -186,4 +186,5 @@ class Worker:
                 continue
             self._reported.add(name)
             logger.error("subtask %s failed: %r", name, exc)
-            await self.send(SubtaskFailed(name, self.attempt, repr(exc)))
+            corrupt = exc.checkpoint_id if isinstance(exc, CorruptCheckpointError) else None
+            await self.send(SubtaskFailed(name, self.attempt, repr(exc), corrupt))

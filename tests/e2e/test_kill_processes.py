@@ -28,7 +28,8 @@ VOCABULARY = [f"w{i:02d}" for i in range(30)]
 class Cluster:
     """A coordinator and workers as child processes of the test."""
 
-    def __init__(self, tmp_path: Path, tag: str, bootstrap: str) -> None:
+    def __init__(self, tmp_path: Path, tag: str, bootstrap: str, slots: int = 2) -> None:
+        self.slots = slots
         (tmp_path / f"pipeline_{tag}.py").write_text(
             f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
         )
@@ -47,9 +48,9 @@ class Cluster:
 
     def start(self, name: str) -> None:
         if name == "coordinator":
-            args = ["coordinator", "--interval", "0.5"]
+            args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
         else:
-            args = ["worker", "--worker-id", name, "--slots", "2"]
+            args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
         self.starts[name] += 1
         log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
         self.processes[name] = subprocess.Popen(
@@ -61,7 +62,8 @@ class Cluster:
         log.close()
 
     def kill(self, name: str) -> None:
-        process = self.processes[name]
+        """SIGKILL ``name``; it no longer counts as one that must stay alive."""
+        process = self.processes.pop(name)
         process.send_signal(signal.SIGKILL)
         process.wait()
 
@@ -135,3 +137,58 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     assert len(records) == total
     for word, n in expected.items():
         assert seen[word] == list(range(1, n + 1)), word
+
+
+async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
+    kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
+) -> None:
+    rng = random.Random(11)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(10_000)]
+    expected = Counter(w for line in lines for w in line.split())
+    cluster = Cluster(tmp_path, tag, kafka_bootstrap, slots=4)
+    cluster_factory.append(cluster)
+    storage_dir = tmp_path / "storage"
+    cluster.start("coordinator")
+    cluster.start("w1")
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:5000])
+    await wait_for_more_checkpoints(cluster, storage_dir, 3)
+    cluster.kill("w1")
+
+    # Flip a byte in an SST of the newest checkpoint; a fresh worker (no local copy) must
+    # download it, find it corrupt, and the job must fall back to the checkpoint before.
+    manifests = ManifestStore(open_storage(storage_dir))
+    newest = await manifests.latest()
+    assert newest is not None
+    sst = next(
+        f for s in newest.subtasks.values() for f in s.handle.files if f.name.endswith(".sst")
+    )
+    stored = storage_dir / sst.path
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    cluster.start("w2")
+
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[5000:])
+    total = sum(expected.values())
+    deadline = time.monotonic() + 240
+    while newest.checkpoint_id not in await manifests.corrupt():
+        cluster.alive()
+        assert time.monotonic() < deadline, "the corrupt checkpoint was never detected"
+        await asyncio.sleep(0.2)
+    # Falling back behind the last published checkpoint republishes what was replayed, so the
+    # sink holds every count at least once, and every word's final count is exact.
+    seen: dict[str, set[int]] = defaultdict(set)
+    wanted = total
+    while any(max(seen[w], default=0) < n for w, n in expected.items()):
+        assert time.monotonic() < deadline, "the sink never reached the final counts"
+        records = await read_sink(kafka_bootstrap, f"counts-{tag}", wanted, timeout_s=10)
+        wanted = len(records) + 1
+        for r in records:
+            seen[(r.key or b"").decode()].add(int(r.value))
+    for word, n in expected.items():
+        assert seen[word] == set(range(1, n + 1)), word
+    log = "".join(p.read_text() for p in (tmp_path / "logs").glob("coordinator.*.log"))
+    assert f"checkpoint {newest.checkpoint_id} is corrupt" in log

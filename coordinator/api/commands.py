@@ -1,0 +1,265 @@
+"""The CLI commands that talk to a running coordinator over its HTTP API.
+
+* ``sluicegate status [--url URL] [--json]``: the job, its workers and subtasks;
+* ``sluicegate checkpoint list [--url URL] [--json]``: checkpoints, newest first;
+* ``sluicegate checkpoint trigger [--url URL]``: trigger a checkpoint now.
+
+The URL defaults to ``$SLUICEGATE_COORDINATOR_URL``, else ``http://127.0.0.1:8470``. A command
+returns 0, or prints what went wrong and what to do on stderr and returns 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from coordinator.api.client import (
+    CoordinatorApiError,
+    CoordinatorClient,
+    CoordinatorUnreachableError,
+)
+from coordinator.api.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
+from operators.exceptions import ConfigError
+
+__all__ = [
+    "DEFAULT_URL",
+    "URL_ENV",
+    "coordinator_url",
+    "register",
+    "render_checkpoints",
+    "render_status",
+    "run_checkpoint_list",
+    "run_checkpoint_trigger",
+    "run_status",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+URL_ENV = "SLUICEGATE_COORDINATOR_URL"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``status`` and ``checkpoint list|trigger`` to a parser's subcommands.
+
+    Each sets ``run`` to a function of the parsed arguments that returns the exit code.
+    """
+    status = subparsers.add_parser("status", help="show the job, its workers and subtasks")
+    _add_url(status)
+    _add_json(status)
+    status.set_defaults(run=run_status)
+
+    checkpoint = subparsers.add_parser("checkpoint", help="list or trigger checkpoints")
+    what = checkpoint.add_subparsers(required=True, metavar="WHAT")
+    listing = what.add_parser("list", help="list checkpoints, newest first")
+    _add_url(listing)
+    _add_json(listing)
+    listing.set_defaults(run=run_checkpoint_list)
+    trigger = what.add_parser("trigger", help="trigger a checkpoint now")
+    _add_url(trigger)
+    trigger.set_defaults(run=run_checkpoint_trigger)
+
+
+def coordinator_url(given: str | None) -> str:
+    """The coordinator URL: ``given`` (--url), else the environment, else the default."""
+    return given or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """``sluicegate status``."""
+
+    def show(client: CoordinatorClient) -> None:
+        job, workers, subtasks = client.status(), client.workers(), client.subtasks()
+        if args.json:
+            _print_json({"job": job, "workers": workers, "subtasks": subtasks})
+        else:
+            print(render_status(job, workers, subtasks))
+
+    return _run(args, show)
+
+
+def run_checkpoint_list(args: argparse.Namespace) -> int:
+    """``sluicegate checkpoint list``."""
+
+    def show(client: CoordinatorClient) -> None:
+        checkpoints = client.checkpoints()
+        if args.json:
+            _print_json(checkpoints)
+        else:
+            print(render_checkpoints(checkpoints))
+
+    return _run(args, show)
+
+
+def run_checkpoint_trigger(args: argparse.Namespace) -> int:
+    """``sluicegate checkpoint trigger``."""
+
+    def trigger(client: CoordinatorClient) -> None:
+        checkpoint_id = client.trigger_checkpoint()
+        print(f"checkpoint {checkpoint_id} triggered; `sluicegate checkpoint list` follows it")
+
+    return _run(args, trigger)
+
+
+def render_status(
+    job: JobStatus, workers: Sequence[WorkerInfo], subtasks: Sequence[SubtaskInfo]
+) -> str:
+    """The human form of ``sluicegate status``: the job, then tables of workers and subtasks."""
+    last = (
+        "none yet" if job.last_completed_checkpoint is None else str(job.last_completed_checkpoint)
+    )
+    if job.checkpoint_lag_seconds is not None:
+        last += f" ({_seconds(job.checkpoint_lag_seconds)} ago)"
+    sections = [
+        _table(
+            None,
+            [
+                ["pipeline", job.pipeline],
+                ["state", job.state],
+                ["attempt", str(job.attempt)],
+                ["last checkpoint", last],
+                ["restarts", str(job.restarts)],
+            ],
+        )
+    ]
+    if workers:
+        rows = [
+            [
+                w.worker_id,
+                "yes" if w.alive else "NO",
+                str(w.slots),
+                str(len(w.subtasks)),
+                f"{_seconds(w.seconds_since_heartbeat)} ago",
+            ]
+            for w in sorted(workers, key=lambda w: w.worker_id)
+        ]
+        sections.append(_table(["WORKER", "ALIVE", "SLOTS", "SUBTASKS", "HEARTBEAT"], rows))
+    else:
+        sections.append("no workers")
+    if subtasks:
+        rows = [
+            [s.subtask, s.worker_id or "-", str(s.attempt)]
+            for s in sorted(subtasks, key=lambda s: s.subtask)
+        ]
+        sections.append(_table(["SUBTASK", "WORKER", "ATTEMPT"], rows))
+    else:
+        sections.append("no subtasks")
+    return "\n\n".join(sections)
+
+
+def render_checkpoints(checkpoints: Sequence[CheckpointInfo]) -> str:
+    """The human form of ``sluicegate checkpoint list``: one row per checkpoint, as given."""
+    if not checkpoints:
+        return "no checkpoints"
+    headers = ["ID", "STATUS", "ATTEMPT", "TRIGGERED", "DURATION", "FULL", "INCR"]
+    headers += ["ALIGN", "SYNC", "ASYNC", "REASON"]
+    rows = [
+        [
+            str(c.checkpoint_id),
+            c.status.value,
+            str(c.attempt),
+            _time(c.triggered_at),
+            _duration(c.triggered_at, c.completed_at),
+            _bytes(c.full_bytes),
+            _bytes(c.incremental_bytes),
+            _seconds(c.alignment_seconds),
+            _seconds(c.sync_seconds),
+            _seconds(c.async_seconds),
+            c.reason or "-",
+        ]
+        for c in checkpoints
+    ]
+    return _table(headers, rows)
+
+
+def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], None]) -> int:
+    url = coordinator_url(args.url)
+    try:
+        action(CoordinatorClient(url))
+    except CoordinatorUnreachableError as exc:
+        return _fail(
+            str(exc),
+            f"{exc.what_to_do} Give its address with --url or ${URL_ENV}.",
+        )
+    except CoordinatorApiError as exc:
+        return _fail(f"{exc.message} (HTTP {exc.status} {exc.error})", exc.what_to_do)
+    except ConfigError as exc:
+        return _fail(str(exc), f"Pass --url or set ${URL_ENV}.")
+    return 0
+
+
+def _fail(message: str, what_to_do: str) -> int:
+    print(f"sluicegate: {message}", file=sys.stderr)
+    if what_to_do:
+        print(f"what to do: {what_to_do}", file=sys.stderr)
+    return 1
+
+
+def _add_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        default=None,
+        help=f"coordinator API URL (default: ${URL_ENV}, else {DEFAULT_URL})",
+    )
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(_plain(data), indent=2))
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, dict):
+        return {key: _plain(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_plain(item) for item in data]
+    return data
+
+
+def _table(headers: list[str] | None, rows: list[list[str]]) -> str:
+    """Columns aligned left, two spaces apart; no trailing spaces."""
+    lines = ([headers] if headers else []) + rows
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _time(unix: float | None) -> str:
+    if unix is None:
+        return "-"
+    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    return "-" if start is None or end is None else _seconds(max(0.0, end - start))
+
+
+def _seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 100:
+        return f"{value:.1f}s"
+    return f"{value:.0f}s"
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
