@@ -3,6 +3,9 @@
 Only this module configures logging handlers. Subcommands so far:
 
 * ``sluicegate dev kafka [--port N] [--data-dir D]``: run the development broker until Ctrl-C.
+* ``sluicegate coordinator|worker --pipeline module:attr``: the two processes of a pipeline.
+* ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
+* ``sluicegate status``, ``sluicegate checkpoint list|trigger|audit``: ask a running coordinator.
 * ``sluicegate demo``: start the development broker and push records through the demo pipeline.
 """
 
@@ -19,8 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from coordinator.api.commands import register as register_client_commands
 from coordinator.config import CoordinatorSettings
 from coordinator.devkafka import KAFKA_VERSION, DevBroker
+from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 
 __all__ = ["main"]
@@ -71,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     coordinator.add_argument(
         "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
     )
+    coordinator.add_argument("--http-host", default="127.0.0.1", help="HTTP API address")
+    coordinator.add_argument(
+        "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
+    )
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
@@ -85,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--slots", type=int, default=4, help="slots per worker")
     up.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
     up.set_defaults(run=_up)
+
+    checkpoint = register_client_commands(commands)
+    audit = checkpoint.add_parser(
+        "audit", help="list stored files no checkpoint references (needs no coordinator)"
+    )
+    audit.add_argument(
+        "--delete", action="store_true", help="delete what is safe to delete now (see docs)"
+    )
+    audit.set_defaults(run=_audit)
 
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--records", type=int, default=10_000, help="how many source records")
@@ -127,7 +145,6 @@ def _bootstrap(settings: CoordinatorSettings) -> str:
 
 def _coordinator(args: argparse.Namespace) -> int:
     from coordinator.loader import load_graph
-    from coordinator.service import Coordinator
     from coordinator.service import CoordinatorSettings as Timing
     from operators.storage import open_storage
 
@@ -140,8 +157,27 @@ def _coordinator(args: argparse.Namespace) -> int:
             interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
         ),
     )
-    asyncio.run(service.run())
+    asyncio.run(_serve_coordinator(service, args.http_host, args.http_port))
     return 0
+
+
+async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None:
+    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
+    from prometheus_client import CollectorRegistry
+
+    from coordinator.api.app import create_app
+    from coordinator.api.server import serve
+    from coordinator.metrics import CoordinatorCollector
+    from coordinator.status import CoordinatorStatus
+
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(service))
+    server = await serve(create_app(CoordinatorStatus(service), registry), host, port)
+    print(f"coordinator API at {server.url}", flush=True)
+    try:
+        await service.run()
+    finally:
+        await server.stop()
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -187,6 +223,32 @@ def _up(args: argparse.Namespace) -> int:
         print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
         env["SLUICEGATE_KAFKA_BOOTSTRAP"] = broker.bootstrap
         return asyncio.run(Supervisor(children, env).run())
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """``sluicegate checkpoint audit``: orphans in checkpoint storage; ``--delete`` removes the
+    ones the audit rule allows (a file must be found orphaned by two audits with a completed
+    checkpoint in between; the previous report is kept in storage at ``audits/last.json``)."""
+    from coordinator.retention import audit, delete_orphans, load_report, save_report
+    from operators.storage import open_storage
+
+    storage = open_storage(CoordinatorSettings().storage_url)
+
+    async def run() -> int:
+        report = await audit(storage, previous=await load_report(storage))
+        print(f"newest completed checkpoint: {report.newest_completed}")
+        for path in report.orphans:
+            mark = "deletable" if path in report.deletable else "orphan (confirm in a later audit)"
+            print(f"  {path}  {mark}")
+        if not report.orphans:
+            print("no orphans")
+        if args.delete:
+            deleted = await delete_orphans(storage, report.deletable)
+            print(f"deleted {len(deleted)} files")
+        await save_report(storage, report)
+        return 0
+
+    return asyncio.run(run())
 
 
 def _demo(args: argparse.Namespace) -> int:

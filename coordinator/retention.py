@@ -53,6 +53,7 @@ would otherwise look like orphans.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable
@@ -80,7 +81,9 @@ __all__ = [
     "apply_retention",
     "audit",
     "delete_orphans",
+    "load_report",
     "plan_retention",
+    "save_report",
 ]
 
 logger = logging.getLogger(__name__)
@@ -350,3 +353,34 @@ async def _load_manifests(storage: Storage, ids: Iterable[int]) -> dict[int, Che
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+_REPORT = "audits/last.json"
+
+
+async def save_report(storage: Storage, report: AuditReport) -> None:
+    """Keep ``report`` as the previous audit for the next one (``audits/last.json``)."""
+    body = {
+        "schema_version": 1,
+        "newest_completed": report.newest_completed,
+        "unreferenced_files": list(report.unreferenced_files),
+        "stale_checkpoint_files": list(report.stale_checkpoint_files),
+        "deletable": list(report.deletable),
+    }
+    await storage.put(_REPORT, json.dumps(body, indent=1).encode())
+
+
+async def load_report(storage: Storage) -> AuditReport | None:
+    """The report `save_report` kept, or None."""
+    try:
+        body = json.loads(await storage.get(_REPORT))
+    except NotFoundError:
+        return None
+    if body.get("schema_version") != 1:
+        return None
+    return AuditReport(
+        newest_completed=body["newest_completed"],
+        unreferenced_files=tuple(body["unreferenced_files"]),
+        stale_checkpoint_files=tuple(body["stale_checkpoint_files"]),
+        deletable=tuple(body["deletable"]),
+    )

@@ -1,8 +1,9 @@
 """The coordinator of one pipeline: assignment, checkpoints, failure detection, recovery.
 
 All decisions happen in one asyncio task without locks (`Coordinator.run`); the decisions
-themselves live in small sans-IO classes (`CheckpointTracker`, the liveness and restart rules).
-Workers are reached only through Kafka (`operators.runtime.control_wire`).
+themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`,
+`LivenessTracker`, `RestartPolicy`, `plan_retention`. Workers are reached only through Kafka
+(`operators.runtime.control_wire`).
 
 `run` performs, in order:
 
@@ -12,21 +13,27 @@ Workers are reached only through Kafka (`operators.runtime.control_wire`).
 2. wait for live workers with enough slots, then assign every subtask and send `Assign`
    (attempt, checkpoint to restore, next checkpoint id) to the workers;
 3. loop: read worker messages; re-send the assignment to a worker whose heartbeat disagrees;
-   trigger checkpoints (barriers into every source partition), commit manifests when every
-   subtask acked, broadcast ``completed(n)`` and commit the sources' group offsets; on a dead
-   worker or a failed subtask, recover: new attempt, reassign to live workers, restore all.
+   trigger checkpoints (barriers into every source partition); when every subtask acked, commit
+   the manifest, broadcast ``completed(n)``, commit the sources' group offsets and apply
+   retention; on a dead or restarted worker or a failed subtask, recover after the restart
+   policy's delay: new attempt, reassign to live workers, restore everything. A checkpoint
+   whose files fail verification on restore is marked corrupt and the previous one is used.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from coordinator.checkpoints import CheckpointTracker
+from coordinator.checkpoints import AbortCheckpoint, CheckpointTracker
+from coordinator.job_state import JobEvent, JobState, JobStateMachine
+from coordinator.liveness import LivenessTracker
 from coordinator.metadata import mark_triggered, next_checkpoint_id, take_attempt
+from coordinator.restart import GiveUp, RestartPolicy
+from coordinator.retention import apply_retention
 from operators.graph import JobGraph
 from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
 from operators.runtime.control import (
@@ -50,7 +57,7 @@ from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import AlreadyExistsError, Storage
 
-__all__ = ["Coordinator", "CoordinatorSettings"]
+__all__ = ["Coordinator", "CoordinatorSettings", "RecentAbort"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,16 +68,18 @@ class CoordinatorSettings:
     min_pause_seconds: float = 0.0
     timeout_seconds: float = 60.0
     heartbeat_timeout_seconds: float = 6.0
-    restart_delay_seconds: float = 0.5
+    keep_checkpoints: int = 3
+    restart_policy: RestartPolicy = field(
+        default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
+    )
 
 
-@dataclass(slots=True)
-class _WorkerState:
-    incarnation: str
-    slots: int
+@dataclass(frozen=True, slots=True)
+class RecentAbort:
+    checkpoint_id: int
     attempt: int
-    subtasks: tuple[str, ...]
-    seen_at: float
+    reason: str
+    at: float
 
 
 class Coordinator:
@@ -85,24 +94,30 @@ class Coordinator:
         settings: CoordinatorSettings | None = None,
     ) -> None:
         self.graph = graph
-        self._bootstrap = bootstrap
-        self._storage = storage
-        self._manifests = ManifestStore(storage)
+        self.storage = storage
+        self.manifests = ManifestStore(storage)
         self.settings = settings or CoordinatorSettings()
-        self._subtasks = [str(s) for s in graph.subtasks()]
-        self._workers: dict[str, _WorkerState] = {}
-        self._assignment: dict[str, tuple[str, ...]] | None = None
-        self._assign: Assign | None = None
-        self._tracker: CheckpointTracker | None = None
-        self._producer: AIOKafkaProducer | None = None
-        self._offsets: AIOKafkaConsumer | None = None
-        self._recover_at: float | None = None
+        self.job = JobStateMachine()
+        self.liveness: LivenessTracker[Heartbeat] = LivenessTracker(
+            timeout_seconds=self.settings.heartbeat_timeout_seconds
+        )
+        self.tracker: CheckpointTracker | None = None
+        self.assign: Assign | None = None
         self.attempt = 0
-        self.state = "created"
-        self.restarts = 0
-        self.restore_fallbacks = 0
         self.completed: list[int] = []
         self.last_completed_at: float | None = None
+        self.aborts: list[RecentAbort] = []
+        self.restore_fallbacks = 0
+        self._bootstrap = bootstrap
+        self._subtasks = [str(s) for s in graph.subtasks()]
+        self._restart = self.settings.restart_policy
+        self._recover_at: float | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._offsets: AIOKafkaConsumer | None = None
+
+    @property
+    def restarts(self) -> int:
+        return self._restart.restarts
 
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
@@ -110,170 +125,192 @@ class Coordinator:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._bootstrap, enable_idempotence=True
         )
-        await self._producer.start()
         consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
-        await consumer.start()
         self._offsets = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             group_id=f"sluicegate.{self.graph.name}",
             enable_auto_commit=False,
         )
-        await self._offsets.start()
+        for client in (self._producer, consumer, self._offsets):
+            await client.start()
         try:
             events = TopicPartition(to_coordinator_topic(self.graph.name), 0)
             consumer.assign([events])
             await consumer.seek_to_end(events)
             await self._new_attempt()
-            while True:
+            while not self.job.is_terminal:
                 batches = await consumer.getmany(events, timeout_ms=50)
                 for record in batches.get(events, []):
                     await self._on_message(decode_message(record.value))
                 await self._tick(time.monotonic())
         finally:
-            await consumer.stop()
-            await self._offsets.stop()
-            await self._producer.stop()
+            for client in (consumer, self._offsets, self._producer):
+                await client.stop()
+
+    async def trigger_checkpoint(self) -> int | None:
+        """Trigger a checkpoint now if the tracker allows it; its id, or None."""
+        if self.tracker is None or self.assign is None:
+            return None
+        inject = self.tracker.trigger(time.monotonic(), forced=True)
+        if inject is None:
+            return None
+        await self._inject(inject.checkpoint_id, inject.attempt)
+        return inject.checkpoint_id
 
     # -- decisions ------------------------------------------------------------------------
 
     async def _tick(self, now: float) -> None:
-        dead = [
-            w
-            for w, s in self._workers.items()
-            if now - s.seen_at > self.settings.heartbeat_timeout_seconds
-        ]
-        for worker in dead:
-            del self._workers[worker]
+        for worker in self.liveness.dead(now):
+            self.liveness.forget(worker)
             if self._assigned(worker):
-                await self._fail(f"worker {worker} missed its heartbeats")
+                await self._fail(f"worker {worker} missed its heartbeats", now)
         if self._recover_at is not None and now >= self._recover_at:
             self._recover_at = None
             await self._new_attempt()
-        if self._assign is None and self._recover_at is None:
+        if self.assign is None and self._recover_at is None:
             await self._try_assign(now)
             return
-        tracker = self._tracker
-        if tracker is None or self._assign is None:
+        if self.tracker is None or self.assign is None:
             return
-        if (inject := tracker.trigger(now)) is not None:
+        if (inject := self.tracker.trigger(now)) is not None:
             await self._inject(inject.checkpoint_id, inject.attempt)
-        if (abort := tracker.on_tick(now)) is not None:
-            logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
-            await self._broadcast(
-                CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason)
-            )
+        if (abort := self.tracker.on_tick(now)) is not None:
+            await self._abort(abort)
 
     async def _on_message(self, message: FromWorker | ToWorker) -> None:
         now = time.monotonic()
         if isinstance(message, Heartbeat):
-            worker = message.worker_id
-            known = self._workers.get(worker)
-            self._workers[worker] = _WorkerState(
-                message.incarnation, message.slots, message.attempt, message.subtasks, now
-            )
-            if known is None:
-                logger.info("worker %s joined with %s slots", worker, message.slots)
-            elif known.incarnation != message.incarnation and self._assigned(worker):
-                # Restarted under the same id: its subtasks are gone, the others run on.
-                await self._fail(f"worker {worker} restarted and lost its subtasks")
-                return
-            if self._assign is not None and message.attempt != self._assign.attempt:
-                await self._broadcast(self._assign)  # it missed the assignment: send it again
-            return
-        tracker = self._tracker
-        if tracker is None:
-            return
-        if isinstance(message, CheckpointAck):
-            commit = tracker.on_ack(message)
-            if commit is None:
-                return
-            manifest = CheckpointManifest.from_acks(
-                self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
-            )
-            try:
-                await self._manifests.commit(manifest)
-            except AlreadyExistsError:
-                tracker.on_manifest_failed(commit.checkpoint_id, "manifest exists", now)
-                return
-            done = tracker.on_manifest_committed(commit.checkpoint_id, now)
-            if done is not None:
-                self.completed.append(done.checkpoint_id)
-                self.last_completed_at = time.time()
-                await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
-                await self._commit_source_offsets(manifest)
+            await self._on_heartbeat(message, now)
+        elif self.tracker is None or self.assign is None:
+            return  # recovering: the new attempt gets a new tracker
+        elif isinstance(message, CheckpointAck):
+            await self._on_ack(self.tracker, message, now)
         elif isinstance(message, CheckpointDecline):
-            abort = tracker.on_decline(
+            abort = self.tracker.on_decline(
                 message.checkpoint_id, message.attempt, message.subtask, message.reason, now
             )
             if abort is not None:
-                await self._broadcast(
-                    CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason)
-                )
+                await self._abort(abort)
         elif isinstance(message, SubtaskFailed) and message.attempt == self.attempt:
             if message.corrupt_checkpoint is not None:
                 logger.error(
                     "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
                     message.corrupt_checkpoint, message.reason,
                 )  # fmt: skip
-                await self._manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
+                await self.manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
                 self.restore_fallbacks += 1
-            await self._fail(f"subtask {message.subtask} failed: {message.reason}")
+            await self._fail(f"subtask {message.subtask} failed: {message.reason}", now)
 
-    def _assigned(self, worker: str) -> bool:
-        return bool(self._assignment and self._assignment.get(worker))
+    async def _on_heartbeat(self, beat: Heartbeat, now: float) -> None:
+        known = self.liveness.get(beat.worker_id)
+        self.liveness.on_heartbeat(beat.worker_id, now, beat)
+        if known is None:
+            logger.info("worker %s joined with %s slots", beat.worker_id, beat.slots)
+        elif known.info.incarnation != beat.incarnation and self._assigned(beat.worker_id):
+            # Restarted under the same id: its subtasks are gone, the others run on.
+            await self._fail(f"worker {beat.worker_id} restarted and lost its subtasks", now)
+            return
+        if self.assign is not None and beat.attempt != self.assign.attempt:
+            await self._broadcast(self.assign)  # it missed the assignment: send it again
 
-    async def _fail(self, reason: str) -> None:
-        if self._recover_at is not None:
+    async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
+        commit = tracker.on_ack(ack)
+        if commit is None:
+            return
+        manifest = CheckpointManifest.from_acks(
+            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
+        )
+        try:
+            await self.manifests.commit(manifest)
+        except AlreadyExistsError:
+            if (
+                abort := tracker.on_manifest_failed(commit.checkpoint_id, "exists", now)
+            ) is not None:
+                await self._abort(abort)
+            return
+        done = tracker.on_manifest_committed(commit.checkpoint_id, now)
+        if done is None:
+            return
+        self.completed.append(done.checkpoint_id)
+        self.last_completed_at = time.time()
+        if self.job.state is JobState.CHECKPOINTING:
+            self.job.apply(JobEvent.CHECKPOINT_ENDED)
+        await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
+        await self._commit_source_offsets(manifest)
+        # No checkpoint is in flight until this returns: retention may delete safely.
+        pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
+        await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
+
+    async def _abort(self, abort: AbortCheckpoint) -> None:
+        logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
+        self.aborts = [
+            *self.aborts[-9:],
+            RecentAbort(abort.checkpoint_id, abort.attempt, abort.reason, time.time()),
+        ]
+        if self.job.state is JobState.CHECKPOINTING:
+            self.job.apply(JobEvent.CHECKPOINT_ENDED)
+        await self._broadcast(CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason))
+
+    async def _fail(self, reason: str, now: float) -> None:
+        if self._recover_at is not None or self.job.is_terminal:
             return
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
-        self.state = "recovering"
-        self.restarts += 1
-        self._assign = None
-        self._assignment = None
-        self._recover_at = time.monotonic() + self.settings.restart_delay_seconds
+        self.job.apply(JobEvent.FAILURE_DETECTED)
+        self.assign = None
+        decision = self._restart.on_failure(now)
+        if isinstance(decision, GiveUp):
+            logger.error("pipeline %s failed: %s", self.graph.name, decision.reason)
+            self.job.apply(JobEvent.RESTARTS_EXHAUSTED)
+            return
+        self._recover_at = now + decision.delay_seconds
+
+    def _assigned(self, worker: str) -> bool:
+        return bool(self.assign and self.assign.assignment.get(worker))
 
     async def _new_attempt(self) -> None:
         """Take the next attempt durably and prepare the tracker for it."""
-        attempt = self.attempt = await take_attempt(self._storage)
-        self._tracker = CheckpointTracker(
+        self.attempt = await take_attempt(self.storage)
+        self.tracker = CheckpointTracker(
             subtasks=self._subtasks,
-            next_checkpoint_id=await next_checkpoint_id(self._storage),
-            attempt=attempt,
+            next_checkpoint_id=await next_checkpoint_id(self.storage),
+            attempt=self.attempt,
             interval_seconds=self.settings.interval_seconds,
             min_pause_seconds=self.settings.min_pause_seconds,
             timeout_seconds=self.settings.timeout_seconds,
         )
-        logger.info("pipeline %s: attempt %s", self.graph.name, attempt)
+        logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
 
     async def _try_assign(self, now: float) -> None:
-        live = sorted(self._workers.items())
-        if sum(s.slots for _, s in live) < len(self._subtasks):
+        assert self.tracker is not None
+        live = [(w, self.liveness.get(w)) for w in self.liveness.alive(now)]
+        slots = {w: entry.info.slots for w, entry in live if entry is not None}
+        if sum(slots.values()) < len(self._subtasks):
             return
-        assignment: dict[str, list[str]] = {w: [] for w, _ in live}
-        free = {w: s.slots for w, s in live}
-        workers = [w for w, _ in live]
-        i = 0
-        for subtask in self._subtasks:
-            while free[workers[i % len(workers)]] == 0:
-                i += 1
-            worker = workers[i % len(workers)]
-            assignment[worker].append(subtask)
-            free[worker] -= 1
-            i += 1
-        latest = await self._manifests.latest()
-        assert self._tracker is not None
-        self._assignment = {w: tuple(s) for w, s in assignment.items()}
-        self._assign = Assign(
+        latest = await self.manifests.latest()
+        if latest is None and await self.manifests.completed():
+            logger.error(
+                "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
+                "(that would reprocess all input). Restore from a savepoint or clear the "
+                "checkpoint storage and the sink-progress topic to start afresh",
+                self.graph.name,
+            )
+            self.job.apply(JobEvent.FATAL)
+            return
+        assignment = _spread(self._subtasks, slots)
+        self.assign = Assign(
             attempt=self.attempt,
             restore_from=latest.checkpoint_id if latest else None,
-            next_checkpoint_id=self._tracker.next_checkpoint_id,
-            assignment=self._assignment,
+            next_checkpoint_id=self.tracker.next_checkpoint_id,
+            assignment=assignment,
         )
-        self.state = "running"
-        await self._broadcast(self._assign)
+        self.job.apply(
+            JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
+        )
+        self._restart.on_running(now)
+        await self._broadcast(self.assign)
         logger.info(
             "attempt %s assigned from checkpoint %s: %s",
-            self.attempt, self._assign.restore_from, self._assignment,
+            self.attempt, self.assign.restore_from, assignment,
         )  # fmt: skip
 
     # -- I/O ------------------------------------------------------------------------------
@@ -286,7 +323,9 @@ class Coordinator:
 
     async def _inject(self, checkpoint_id: int, attempt: int) -> None:
         assert self._producer is not None
-        await mark_triggered(self._storage, checkpoint_id)
+        await mark_triggered(self.storage, checkpoint_id)
+        if self.job.state is JobState.RUNNING:
+            self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
         meta = RecordMeta(
             attempt, checkpoint_id, COORDINATOR_WRITER, RecordKind.BARRIER, checkpoint_id
         )
@@ -298,12 +337,26 @@ class Coordinator:
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:
         """Commit ``R_p`` of every source partition for lag tools (never read back by us)."""
-        offsets: dict[TopicPartition, int] = {}
         sources = {s.name for s in self.graph.sources()}
-        for snapshot in manifest.subtasks.values():
-            for topic, partitions in snapshot.positions.items():
-                if topic in sources:
-                    offsets.update({TopicPartition(topic, p): o for p, o in partitions.items()})
+        offsets = {
+            TopicPartition(topic, p): offset
+            for snapshot in manifest.subtasks.values()
+            for topic, partitions in snapshot.positions.items()
+            if topic in sources
+            for p, offset in partitions.items()
+        }
         if offsets and self._offsets is not None:
             self._offsets.assign(list(offsets))
             await self._offsets.commit(offsets)
+
+
+def _spread(subtasks: list[str], slots: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    """Round-robin ``subtasks`` over workers (sorted by id) within their free slots."""
+    free = dict(sorted(slots.items()))
+    assignment: dict[str, list[str]] = {w: [] for w in free}
+    workers = [w for w in free for _ in range(free[w])]
+    # Interleave workers so consecutive subtasks land on different workers when possible.
+    order = sorted(range(len(workers)), key=lambda i: (workers[:i].count(workers[i]), i))
+    for subtask, slot in zip(subtasks, order, strict=False):
+        assignment[workers[slot]].append(subtask)
+    return {w: tuple(s) for w, s in assignment.items()}

@@ -44,10 +44,13 @@ DEFAULT_URL = "http://127.0.0.1:8470"
 URL_ENV = "SLUICEGATE_COORDINATOR_URL"
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """Add ``status`` and ``checkpoint list|trigger`` to a parser's subcommands.
 
     Each sets ``run`` to a function of the parsed arguments that returns the exit code.
+    Returns the ``checkpoint`` subcommands, for commands that do not go through the API.
     """
     status = subparsers.add_parser("status", help="show the job, its workers and subtasks")
     _add_url(status)
@@ -63,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     trigger = what.add_parser("trigger", help="trigger a checkpoint now")
     _add_url(trigger)
     trigger.set_defaults(run=run_checkpoint_trigger)
+    return what
 
 
 def coordinator_url(given: str | None) -> str:

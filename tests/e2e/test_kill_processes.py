@@ -49,6 +49,7 @@ class Cluster:
     def start(self, name: str) -> None:
         if name == "coordinator":
             args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
+            args += ["--http-port", "0"]
         else:
             args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
         self.starts[name] += 1
@@ -88,14 +89,15 @@ def cluster_factory(tmp_path: Path) -> Iterator[list[Cluster]]:
         cluster.stop_all()
 
 
-async def completed_checkpoints(storage_dir: Path) -> int:
-    return len(await ManifestStore(open_storage(storage_dir)).completed())
+async def newest_checkpoint(storage_dir: Path) -> int:
+    """The newest completed checkpoint id (retention keeps only a few, so not a count)."""
+    return max(await ManifestStore(open_storage(storage_dir)).completed(), default=0)
 
 
 async def wait_for_more_checkpoints(cluster: Cluster, storage: Path, more: int) -> None:
-    start = await completed_checkpoints(storage)
+    start = await newest_checkpoint(storage)
     deadline = time.monotonic() + 120
-    while await completed_checkpoints(storage) < start + more:
+    while await newest_checkpoint(storage) < start + more:
         cluster.alive()
         if time.monotonic() > deadline:
             pytest.fail(f"no {more} more checkpoints within 120 s")
@@ -153,17 +155,32 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     storage_dir = tmp_path / "storage"
     cluster.start("coordinator")
     cluster.start("w1")
-    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:5000])
+
+    async def trickle(part: list[str]) -> None:
+        # Input keeps arriving, so every checkpoint holds new state (new SST files).
+        for start in range(0, len(part), 100):
+            await produce_lines(kafka_bootstrap, f"lines-{tag}", part[start : start + 100])
+            await asyncio.sleep(0.05)
+
+    feeding = asyncio.create_task(trickle(lines[:5000]))
     await wait_for_more_checkpoints(cluster, storage_dir, 3)
     cluster.kill("w1")
+    await feeding
 
     # Flip a byte in an SST of the newest checkpoint; a fresh worker (no local copy) must
     # download it, find it corrupt, and the job must fall back to the checkpoint before.
+    # An SST the checkpoint before shares would break both (incremental checkpoints share
+    # files), so pick one that is new in the newest.
     manifests = ManifestStore(open_storage(storage_dir))
     newest = await manifests.latest()
     assert newest is not None
+    previous = await manifests.load((await manifests.completed())[-2])
+    older = {f.path for s in previous.subtasks.values() for f in s.handle.files}
     sst = next(
-        f for s in newest.subtasks.values() for f in s.handle.files if f.name.endswith(".sst")
+        f
+        for s in newest.subtasks.values()
+        for f in s.handle.files
+        if f.name.endswith(".sst") and f.path not in older
     )
     stored = storage_dir / sst.path
     data = bytearray(stored.read_bytes())

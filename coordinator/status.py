@@ -1,0 +1,123 @@
+"""The running `Coordinator` as its HTTP API sees it: an implementation of `CoordinatorView`."""
+
+from __future__ import annotations
+
+import time
+
+from coordinator.api.view import (
+    CheckpointInfo,
+    CheckpointRefusedError,
+    CheckpointStatus,
+    JobStatus,
+    SubtaskInfo,
+    WorkerInfo,
+)
+from coordinator.service import Coordinator
+
+__all__ = ["CoordinatorStatus"]
+
+
+class CoordinatorStatus:
+    """Reads a `Coordinator` for the API; runs on the coordinator's own event loop."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._c = coordinator
+
+    def status(self) -> JobStatus:
+        c = self._c
+        last = c.completed[-1] if c.completed else None
+        lag = time.time() - c.last_completed_at if c.last_completed_at else None
+        return JobStatus(
+            pipeline=c.graph.name,
+            state=c.job.state.value,
+            attempt=c.attempt,
+            last_completed_checkpoint=last,
+            checkpoint_lag_seconds=lag,
+            restarts=c.restarts,
+        )
+
+    def workers(self) -> list[WorkerInfo]:
+        now = time.monotonic()
+        alive = set(self._c.liveness.alive(now))
+        infos = []
+        for worker in sorted(alive | set(self._c.liveness.dead(now))):
+            entry = self._c.liveness.get(worker)
+            if entry is None:
+                continue
+            infos.append(
+                WorkerInfo(
+                    worker_id=worker,
+                    slots=entry.info.slots,
+                    subtasks=list(entry.info.subtasks),
+                    seconds_since_heartbeat=max(now - entry.last_seen, 0.0),
+                    alive=worker in alive,
+                )
+            )
+        return infos
+
+    def subtasks(self) -> list[SubtaskInfo]:
+        assign = self._c.assign
+        owner = {
+            subtask: worker
+            for worker, subtasks in (assign.assignment.items() if assign else [])
+            for subtask in subtasks
+        }
+        return [
+            SubtaskInfo(subtask=str(s), worker_id=owner.get(str(s)), attempt=self._c.attempt)
+            for s in self._c.graph.subtasks()
+        ]
+
+    async def checkpoints(self) -> list[CheckpointInfo]:
+        infos: list[CheckpointInfo] = []
+        for n in await self._c.manifests.completed():
+            m = await self._c.manifests.load(n)
+            snapshots = list(m.subtasks.values())
+            infos.append(
+                CheckpointInfo(
+                    checkpoint_id=n,
+                    attempt=m.attempt,
+                    status=CheckpointStatus.COMPLETED,
+                    triggered_at=None,
+                    completed_at=m.completed_at,
+                    full_bytes=m.full_bytes,
+                    incremental_bytes=m.uploaded_bytes,
+                    alignment_seconds=max((s.alignment_seconds for s in snapshots), default=0),
+                    sync_seconds=max((s.sync_seconds for s in snapshots), default=0),
+                    async_seconds=max((s.async_seconds for s in snapshots), default=0),
+                )
+            )
+        for abort in self._c.aborts:
+            infos.append(
+                _empty(abort.checkpoint_id, abort.attempt, CheckpointStatus.ABORTED, abort.reason)
+            )
+        tracker = self._c.tracker
+        if tracker is not None and tracker.in_flight is not None:
+            infos.append(_empty(tracker.in_flight, tracker.attempt, CheckpointStatus.IN_PROGRESS))
+        return sorted(infos, key=lambda i: i.checkpoint_id, reverse=True)
+
+    async def trigger_checkpoint(self) -> int:
+        checkpoint_id = await self._c.trigger_checkpoint()
+        if checkpoint_id is None:
+            raise CheckpointRefusedError(
+                "a checkpoint is in flight, the minimum pause has not passed, or the job is "
+                "not running; try again in a moment"
+            )
+        return checkpoint_id
+
+
+def _empty(
+    checkpoint_id: int, attempt: int, status: CheckpointStatus, reason: str | None = None
+) -> CheckpointInfo:
+    return CheckpointInfo(
+        checkpoint_id=checkpoint_id,
+        attempt=attempt,
+        status=status,
+        triggered_at=None,
+        completed_at=None,
+        full_bytes=0,
+        incremental_bytes=0,
+        alignment_seconds=0,
+        sync_seconds=0,
+        async_seconds=0,
+        reason=reason,
+    )
