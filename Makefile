@@ -5,7 +5,7 @@ UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-unit test-integration bench lint fmt typecheck kafka sync clean
+.PHONY: demo test test-unit test-integration test-e2e bench lint fmt typecheck kafka sync clean
 
 demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 	$(RUN) sluicegate demo
@@ -19,6 +19,9 @@ test-unit: sync  ## tests that need no broker
 
 test-integration: sync  ## tests against a real broker
 	$(RUN) pytest tests/integration
+
+test-e2e: sync  ## real coordinator and worker processes, killed with SIGKILL
+	$(RUN) pytest tests/e2e
 
 bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.checkpoint_cost

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -84,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
     worker.add_argument("--pipeline", required=True, help=pipeline_help)
-    worker.add_argument("--worker-id", default=f"worker-{os.getpid()}")
+    worker.add_argument(
+        "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
+    )
     worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
     worker.set_defaults(run=_worker)
 

@@ -24,7 +24,7 @@ from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.storage import open_storage
 
-__all__ = ["read_sink", "run_demo", "word_count"]
+__all__ = ["demo_graph", "read_sink", "run_demo", "word_count"]
 
 _WORDS = ("kafka", "barrier", "snapshot", "agent", "tool", "model", "offset", "journal")
 PARTITIONS = 4
@@ -50,6 +50,11 @@ def word_count(tag: str, *, exactly_once: bool = True) -> JobGraph:
     p.operator("tokenizer", tokenize, inputs=lines, outputs=words, parallelism=2)
     p.operator("counter", count, inputs=words, outputs=counts, parallelism=2)
     return p.build()
+
+
+def demo_graph() -> JobGraph:
+    """The demo word count with fixed topic names (``lines-demo`` ...), for ``--pipeline``."""
+    return word_count("demo")
 
 
 async def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
