@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.demo import produce_lines, read_sink, word_count
+from coordinator.devkafka import DevBroker
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
@@ -209,3 +210,43 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
         assert seen[word] == set(range(1, n + 1)), word
     log = "".join(p.read_text() for p in (tmp_path / "logs").glob("coordinator.*.log"))
     assert f"checkpoint {newest.checkpoint_id} is corrupt" in log
+
+
+async def test_the_broker_away_for_ten_seconds_stalls_then_recovers(
+    tmp_path: Path, cluster_factory: list[Cluster]
+) -> None:
+    broker = DevBroker(port=0, data_dir=tmp_path / "kafka")
+    await broker.start_async()
+    try:
+        rng = random.Random(3)
+        tag = uuid.uuid4().hex[:8]
+        graph = word_count(tag)
+        await ensure_topics(broker.bootstrap, graph)
+        lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(10_000)]
+        expected = Counter(w for line in lines for w in line.split())
+        cluster = Cluster(tmp_path, tag, broker.bootstrap)
+        cluster_factory.append(cluster)
+        storage = tmp_path / "storage"
+        for name in ("coordinator", "w1", "w2"):
+            cluster.start(name)
+        await produce_lines(broker.bootstrap, f"lines-{tag}", lines[:5000])
+        await wait_for_more_checkpoints(cluster, storage, 2)
+
+        broker.stop()
+        await asyncio.sleep(10)  # the outage itself, not a wait for a condition
+        await broker.start_async()
+
+        await produce_lines(broker.bootstrap, f"lines-{tag}", lines[5000:])
+        total = sum(expected.values())
+        records = await read_sink(broker.bootstrap, f"counts-{tag}", total, timeout_s=240)
+        cluster.alive()
+        seen: dict[str, list[int]] = defaultdict(list)
+        for r in records:
+            seen[(r.key or b"").decode()].append(int(r.value))
+        assert len(records) == total
+        for word, n in expected.items():
+            assert seen[word] == list(range(1, n + 1)), word
+    finally:
+        for c in cluster_factory:
+            c.stop_all()
+        broker.stop()
