@@ -33,7 +33,7 @@ from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
 from coordinator.metadata import mark_triggered, next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
-from coordinator.retention import apply_retention
+from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from operators.graph import JobGraph
 from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
 from operators.runtime.control import (
@@ -69,6 +69,8 @@ class CoordinatorSettings:
     timeout_seconds: float = 60.0
     heartbeat_timeout_seconds: float = 6.0
     keep_checkpoints: int = 3
+    audit_every: int = 10
+    """Completed checkpoints between two orphan audits (each lists the whole storage)."""
     restart_policy: RestartPolicy = field(
         default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
     )
@@ -114,6 +116,7 @@ class Coordinator:
         self._recover_at: float | None = None
         self._producer: AIOKafkaProducer | None = None
         self._offsets: AIOKafkaConsumer | None = None
+        self._last_audit: AuditReport | None = None
 
     @property
     def restarts(self) -> int:
@@ -240,6 +243,17 @@ class Coordinator:
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
         await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
+        if len(self.completed) % self.settings.audit_every == 0:
+            await self._collect_orphans()
+
+    async def _collect_orphans(self) -> None:
+        """Delete what two audits with a completed checkpoint between them found orphaned
+        (uploads of checkpoints that never completed, leftovers of a crash)."""
+        report = await audit(self.storage, previous=self._last_audit)
+        deleted = await delete_orphans(self.storage, report.deletable)
+        if deleted:
+            logger.info("deleted %s orphaned files from checkpoint storage", len(deleted))
+        self._last_audit = report
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)

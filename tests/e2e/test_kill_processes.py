@@ -140,6 +140,8 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     assert len(records) == total
     for word, n in expected.items():
         assert seen[word] == list(range(1, n + 1)), word
+    # Retention kept 3 checkpoints (plus, at most, the one the attempt restored from).
+    assert len(await ManifestStore(open_storage(storage)).completed()) <= 4
 
 
 async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
