@@ -5,7 +5,7 @@ UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-unit test-integration test-e2e bench lint fmt typecheck kafka sync clean
+.PHONY: demo test test-unit test-integration test-e2e soak bench lint fmt typecheck kafka sync clean
 
 demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 	$(RUN) sluicegate demo
@@ -22,6 +22,9 @@ test-integration: sync  ## tests against a real broker
 
 test-e2e: sync  ## real coordinator and worker processes, killed with SIGKILL
 	$(RUN) pytest tests/e2e
+
+soak: sync  ## the chaos test at full size: 200k lines, 12 SIGKILLs of workers and coordinator
+	SLUICEGATE_CHAOS_LINES=200000 SLUICEGATE_CHAOS_KILLS=12 $(RUN) pytest tests/e2e -k sigkill
 
 bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.checkpoint_cost

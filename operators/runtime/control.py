@@ -12,7 +12,7 @@ topics, so workers need nothing but Kafka.)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,6 +29,7 @@ __all__ = [
     "FromWorker",
     "Heartbeat",
     "InMemoryControl",
+    "InboxLink",
     "SubtaskFailed",
     "ToCoordinator",
     "ToSubtask",
@@ -139,34 +140,35 @@ class ControlLink(Protocol):
 
 
 @dataclass
+class InboxLink:
+    """A `ControlLink` that sends through ``deliver`` and polls a queue the host fills."""
+
+    deliver: Callable[[ToCoordinator], Awaitable[None]]
+    inbox: asyncio.Queue[ToSubtask] = field(default_factory=asyncio.Queue)
+
+    async def send(self, message: ToCoordinator) -> None:
+        await self.deliver(message)
+
+    def poll(self) -> ToSubtask | None:
+        try:
+            return self.inbox.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+
+@dataclass
 class InMemoryControl:
     """Queues between a coordinator and the subtasks of one process."""
 
     to_coordinator: asyncio.Queue[ToCoordinator] = field(default_factory=asyncio.Queue)
-    _inboxes: dict[str, asyncio.Queue[ToSubtask]] = field(default_factory=dict)
+    _links: dict[str, InboxLink] = field(default_factory=dict)
 
-    def link(self, subtask: str) -> _InMemoryLink:
+    def link(self, subtask: str) -> InboxLink:
         """The link of ``subtask``; a fresh inbox (a restarted subtask hears nothing old)."""
-        inbox: asyncio.Queue[ToSubtask] = asyncio.Queue()
-        self._inboxes[subtask] = inbox
-        return _InMemoryLink(self.to_coordinator, inbox)
+        self._links[subtask] = InboxLink(self.to_coordinator.put)
+        return self._links[subtask]
 
     def broadcast(self, message: ToSubtask) -> None:
         """Send ``message`` to every subtask."""
-        for inbox in self._inboxes.values():
-            inbox.put_nowait(message)
-
-
-@dataclass
-class _InMemoryLink:
-    _out: asyncio.Queue[ToCoordinator]
-    _inbox: asyncio.Queue[ToSubtask]
-
-    async def send(self, message: ToCoordinator) -> None:
-        await self._out.put(message)
-
-    def poll(self) -> ToSubtask | None:
-        try:
-            return self._inbox.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
+        for link in self._links.values():
+            link.inbox.put_nowait(message)

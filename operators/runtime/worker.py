@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -29,9 +28,8 @@ from operators.runtime.control import (
     CheckpointCompleted,
     FromWorker,
     Heartbeat,
+    InboxLink,
     SubtaskFailed,
-    ToCoordinator,
-    ToSubtask,
 )
 from operators.runtime.control_wire import (
     decode_message,
@@ -46,23 +44,6 @@ from operators.storage import Storage
 __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Link:
-    """A subtask's end of the control plane inside a worker."""
-
-    worker: Worker
-    inbox: asyncio.Queue[ToSubtask] = field(default_factory=asyncio.Queue)
-
-    async def send(self, message: ToCoordinator) -> None:
-        await self.worker.send(message)
-
-    def poll(self) -> ToSubtask | None:
-        try:
-            return self.inbox.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
 
 
 class Worker:
@@ -89,7 +70,7 @@ class Worker:
         self.attempt = 0
         self.incarnation = uuid.uuid4().hex
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._links: dict[str, _Link] = {}
+        self._links: dict[str, InboxLink] = {}
         self._reported: set[str] = set()
         self._producer: AIOKafkaProducer | None = None
 
@@ -148,7 +129,7 @@ class Worker:
         if assign.restore_from is not None:
             manifest = await ManifestStore(self._storage).load(assign.restore_from)
         for name in mine:
-            link = _Link(self)
+            link = InboxLink(self.send)
             subtask = Subtask(
                 graph=self.graph,
                 subtask=SubtaskId.parse(name),

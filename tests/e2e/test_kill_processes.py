@@ -24,6 +24,9 @@ from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
+# CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
+CHAOS_LINES = int(os.environ.get("SLUICEGATE_CHAOS_LINES", "40000"))
+CHAOS_KILLS = int(os.environ.get("SLUICEGATE_CHAOS_KILLS", "5"))
 
 
 class Cluster:
@@ -112,7 +115,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     tag = uuid.uuid4().hex[:8]
     graph = word_count(tag)
     await ensure_topics(kafka_bootstrap, graph)
-    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(40_000)]
+    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(CHAOS_LINES)]
     expected = Counter(w for line in lines for w in line.split())
     cluster = Cluster(tmp_path, tag, kafka_bootstrap)
     cluster_factory.append(cluster)
@@ -120,7 +123,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     for name in ("coordinator", "w1", "w2"):
         cluster.start(name)
 
-    victims = ["w1", "w2", "coordinator", "w1", "w2"]
+    victims = [rng.choice(["w1", "w2", "w1", "w2", "coordinator"]) for _ in range(CHAOS_KILLS)]
     for part, victim in enumerate(victims):
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[part :: len(victims)])
         await wait_for_more_checkpoints(cluster, storage, rng.randint(1, 2))
