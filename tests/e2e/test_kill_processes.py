@@ -108,6 +108,28 @@ async def wait_for_more_checkpoints(cluster: Cluster, storage: Path, more: int) 
         await asyncio.sleep(0.1)
 
 
+async def wait_for_checkpoint_in_flight(cluster: Cluster, storage_dir: Path) -> None:
+    """Wait until a checkpoint was triggered but has not completed (to kill mid-checkpoint)."""
+    deadline = time.monotonic() + 60
+    while True:
+        triggered = [int(p.parent.name) for p in (storage_dir / "checkpoints").glob("*/_triggered")]
+        if max(triggered, default=0) > await newest_checkpoint(storage_dir):
+            return
+        cluster.alive()
+        assert time.monotonic() < deadline, "no checkpoint in flight within 60 s"
+        await asyncio.sleep(0.005)
+
+
+async def assert_every_manifest_whole(storage_dir: Path) -> None:
+    """Every visible manifest parses, and every file it names is stored with its size."""
+    manifests = ManifestStore(open_storage(storage_dir))
+    for n in await manifests.completed():
+        manifest = await manifests.load(n)
+        for snapshot in manifest.subtasks.values():
+            for f in snapshot.handle.files:
+                assert (storage_dir / f.path).stat().st_size == f.size, (n, f.path)
+
+
 async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
 ) -> None:
@@ -124,10 +146,13 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
         cluster.start(name)
 
     victims = [rng.choice(["w1", "w2", "w1", "w2", "coordinator"]) for _ in range(CHAOS_KILLS)]
+    victims[len(victims) // 2] = "coordinator"  # at least once, mid-checkpoint
     for part, victim in enumerate(victims):
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[part :: len(victims)])
         await wait_for_more_checkpoints(cluster, storage, rng.randint(1, 2))
         await asyncio.sleep(rng.uniform(0, 0.5))  # where in the cycle the kill lands
+        if victim == "coordinator":
+            await wait_for_checkpoint_in_flight(cluster, storage)
         cluster.kill(victim)
         cluster.start(victim)
 
@@ -145,6 +170,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
         assert seen[word] == list(range(1, n + 1)), word
     # Retention kept 3 checkpoints (plus, at most, the one the attempt restored from).
     assert len(await ManifestStore(open_storage(storage)).completed()) <= 4
+    await assert_every_manifest_whole(storage)
 
 
 async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
