@@ -27,6 +27,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from coordinator.barriers import inject_barriers
 from coordinator.checkpoints.tracker import (
     AbortCheckpoint,
     BroadcastCompleted,
@@ -34,10 +35,9 @@ from coordinator.checkpoints.tracker import (
     CommitManifest,
     InjectBarriers,
 )
-from coordinator.metadata import mark_triggered, next_checkpoint_id, take_attempt
+from coordinator.metadata import next_checkpoint_id, take_attempt
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
-from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
 from operators.runtime.control import (
     CheckpointAborted,
     CheckpointAck,
@@ -210,15 +210,9 @@ class LocalJob:
 
     async def _inject(self, action: InjectBarriers) -> None:
         assert self._producer is not None
-        n = action.checkpoint_id
-        await mark_triggered(self._storage, n)
-        meta = RecordMeta(action.attempt, n, COORDINATOR_WRITER, RecordKind.BARRIER, n)
-        headers = encode_headers(meta)
-        for source in self.graph.sources():
-            for p in range(source.partitions):
-                await self._producer.send(source.name, b"", partition=p, headers=headers)
-        await self._producer.flush()
-        logger.debug("injected barrier %s", n)
+        await inject_barriers(
+            self._producer, self._storage, self.graph, action.checkpoint_id, action.attempt
+        )
 
     async def _commit(
         self, tracker: CheckpointTracker, commit: CommitManifest, now: float

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from coordinator.barriers import inject_barriers
 from coordinator.checkpoints import AbortCheckpoint, CheckpointTracker
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
-from coordinator.metadata import mark_triggered, next_checkpoint_id, take_attempt
+from coordinator.metadata import next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from operators.graph import JobGraph
-from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
 from operators.runtime.control import (
     Assign,
     CheckpointAborted,
@@ -337,17 +337,9 @@ class Coordinator:
 
     async def _inject(self, checkpoint_id: int, attempt: int) -> None:
         assert self._producer is not None
-        await mark_triggered(self.storage, checkpoint_id)
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
-        meta = RecordMeta(
-            attempt, checkpoint_id, COORDINATOR_WRITER, RecordKind.BARRIER, checkpoint_id
-        )
-        headers = encode_headers(meta)
-        for source in self.graph.sources():
-            for p in range(source.partitions):
-                await self._producer.send(source.name, b"", partition=p, headers=headers)
-        await self._producer.flush()
+        await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:
         """Commit ``R_p`` of every source partition for lag tools (never read back by us)."""
