@@ -90,13 +90,9 @@ def live_schema(live_url: str) -> schemathesis.BaseSchema:
     return schemathesis.openapi.from_url(f"{live_url}/openapi.json")
 
 
+pytestmark = pytest.mark.usefixtures("schemathesis_node_id")
+
 schema = schemathesis.pytest.from_fixture("live_schema")
-
-
-@pytest.fixture(autouse=True)
-def _node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
-    # schemathesis 4.32 reads `Node._nodeid`, which pytest 9 no longer has.
-    request.node._nodeid = request.node.nodeid
 
 
 @schema.parametrize()

@@ -115,14 +115,9 @@ def api_schema(api_url: str) -> schemathesis.BaseSchema:
     return schemathesis.openapi.from_url(f"{api_url}/openapi.json")
 
 
+pytestmark = pytest.mark.usefixtures("schemathesis_node_id")
+
 schema = schemathesis.pytest.from_fixture("api_schema")
-
-
-@pytest.fixture(autouse=True)
-def _node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
-    # schemathesis 4.32's lazy schemas read and rewrite `Node._nodeid`, which pytest 9 no
-    # longer has; giving it one restores the per-operation subtests.
-    request.node._nodeid = request.node.nodeid
 
 
 def test_the_spec_lists_every_operation(api_schema: schemathesis.BaseSchema) -> None:
