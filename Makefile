@@ -29,6 +29,8 @@ soak: sync  ## the chaos test at full size: 200k lines, 12 SIGKILLs of workers a
 bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.checkpoint_cost
 	$(RUN) python -m bench.wordcount_throughput
+	$(RUN) python -m bench.recovery
+	$(RUN) python -m bench.checkpoint_e2e
 
 lint: sync
 	$(RUN) ruff check .

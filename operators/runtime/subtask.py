@@ -84,6 +84,8 @@ RECORD_ID_HEADER = "sg-id"
 
 logger = logging.getLogger(__name__)
 
+_YIELD_EVERY = 100
+
 Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
 
 
@@ -132,6 +134,7 @@ class SubtaskSettings:
     max_in_flight: int = 64
     """Async process-function calls running at once."""
     fetch_timeout_ms: int = 50
+    fetch_max_records: int = 2000
     keep_local_checkpoints: int = 2
 
 
@@ -290,10 +293,15 @@ class Subtask:
         assert self._consumer is not None
         if self._upload is not None and self._upload.done():
             self._upload.result()  # an upload failure fails the subtask
-        batches = await self._consumer.getmany(timeout_ms=self._settings.fetch_timeout_ms)
+        batches = await self._consumer.getmany(
+            timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.fetch_max_records
+        )
         for records in batches.values():
-            for record in records:
+            for n, record in enumerate(records, start=1):
                 await self._on_record(record)
+                if n % _YIELD_EVERY == 0:
+                    # A sync process function never awaits: let heartbeats and control run.
+                    await asyncio.sleep(0)
         self._executor.raise_failure()
 
     async def _on_record(self, record: Incoming) -> None:

@@ -10,7 +10,9 @@ Besides the topics a pipeline declares, each pipeline has two internal topics:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -32,6 +34,9 @@ class TopicMismatchError(FatalError):
             "sluicegate create it"
         )
         self.topic, self.declared, self.actual = topic, declared, actual
+
+
+_SETTLE_S = 15.0
 
 
 def dead_letter_topic(pipeline: str) -> str:
@@ -68,8 +73,15 @@ async def ensure_topics(bootstrap: str, graph: JobGraph, *, replication: int = 1
             # Another process may create them meanwhile; the check below decides.
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(missing)
-        described = await admin.describe_topics([t.name for t in wanted])
-        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        # A topic created a moment ago may show no partitions yet: ask again for a while.
+        deadline = time.monotonic() + _SETTLE_S
+        while True:
+            described = await admin.describe_topics([t.name for t in wanted])
+            counts = {d["topic"]: len(d["partitions"]) for d in described}
+            unsettled = [t for t in missing if not counts.get(t.name)]
+            if not unsettled or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
         for topic in wanted:
             if counts.get(topic.name) != topic.num_partitions:
                 raise TopicMismatchError(
