@@ -147,7 +147,7 @@ def _bootstrap(settings: CoordinatorSettings) -> str:
 
 def _coordinator(args: argparse.Namespace) -> int:
     from coordinator.loader import load_graph
-    from coordinator.service import CoordinatorSettings as Timing
+    from coordinator.service import CoordinatorOptions
     from operators.storage import open_storage
 
     settings = CoordinatorSettings()
@@ -155,7 +155,7 @@ def _coordinator(args: argparse.Namespace) -> int:
         load_graph(args.pipeline),
         bootstrap=_bootstrap(settings),
         storage=open_storage(settings.storage_url),
-        settings=Timing(
+        settings=CoordinatorOptions(
             interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
         ),
     )

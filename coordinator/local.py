@@ -28,11 +28,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from coordinator.barriers import inject_barriers
+from coordinator.checkpoints.commit import commit_checkpoint
 from coordinator.checkpoints.tracker import (
     AbortCheckpoint,
-    BroadcastCompleted,
     CheckpointTracker,
-    CommitManifest,
     InjectBarriers,
 )
 from coordinator.metadata import next_checkpoint_id, take_attempt
@@ -46,10 +45,10 @@ from operators.runtime.control import (
     InMemoryControl,
     SubtaskFailed,
 )
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
+from operators.runtime.manifest import ManifestStore
 from operators.runtime.subtask import Subtask, SubtaskSettings
 from operators.runtime.topics import ensure_topics
-from operators.storage import AlreadyExistsError, Storage
+from operators.storage import Storage
 
 __all__ = ["JobFailedError", "LocalJob"]
 
@@ -196,8 +195,15 @@ class LocalJob:
             if isinstance(message, CheckpointAck):
                 commit = tracker.on_ack(message)
                 if commit is not None:
-                    done = await self._commit(tracker, commit, now)
-                    if done is not None:
+                    result = await commit_checkpoint(
+                        self._manifests, tracker, self.graph.name, commit, now
+                    )
+                    if isinstance(result, AbortCheckpoint):
+                        self._abort(control, result)
+                    elif result is not None:
+                        done = result[1]
+                        self.completed.append(done.checkpoint_id)
+                        self._completed_event.set()
                         control.broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
             elif isinstance(message, CheckpointDecline):
                 declined = tracker.on_decline(
@@ -213,21 +219,6 @@ class LocalJob:
         await inject_barriers(
             self._producer, self._storage, self.graph, action.checkpoint_id, action.attempt
         )
-
-    async def _commit(
-        self, tracker: CheckpointTracker, commit: CommitManifest, now: float
-    ) -> BroadcastCompleted | None:
-        manifest = CheckpointManifest.from_acks(
-            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
-        )
-        try:
-            await self._manifests.commit(manifest)
-        except AlreadyExistsError:
-            tracker.on_manifest_failed(commit.checkpoint_id, "manifest already exists", now)
-            return None
-        self.completed.append(commit.checkpoint_id)
-        self._completed_event.set()
-        return tracker.on_manifest_committed(commit.checkpoint_id, now)
 
     def _abort(self, control: InMemoryControl, abort: AbortCheckpoint) -> None:
         logger.info("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)

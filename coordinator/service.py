@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coordinator.barriers import inject_barriers
 from coordinator.checkpoints import AbortCheckpoint, CheckpointTracker
+from coordinator.checkpoints.commit import commit_checkpoint
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
 from coordinator.metadata import next_checkpoint_id, take_attempt
@@ -55,15 +56,15 @@ from operators.runtime.control_wire import (
 )
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
-from operators.storage import AlreadyExistsError, Storage
+from operators.storage import Storage
 
-__all__ = ["Coordinator", "CoordinatorSettings", "RecentAbort"]
+__all__ = ["Coordinator", "CoordinatorOptions", "RecentAbort"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CoordinatorSettings:
+class CoordinatorOptions:
     interval_seconds: float = 1.0
     min_pause_seconds: float = 0.0
     timeout_seconds: float = 60.0
@@ -93,12 +94,12 @@ class Coordinator:
         *,
         bootstrap: str,
         storage: Storage,
-        settings: CoordinatorSettings | None = None,
+        settings: CoordinatorOptions | None = None,
     ) -> None:
         self.graph = graph
         self.storage = storage
         self.manifests = ManifestStore(storage)
-        self.settings = settings or CoordinatorSettings()
+        self.settings = settings or CoordinatorOptions()
         self.job = JobStateMachine()
         self.liveness: LivenessTracker[Heartbeat] = LivenessTracker(
             timeout_seconds=self.settings.heartbeat_timeout_seconds
@@ -220,20 +221,12 @@ class Coordinator:
         commit = tracker.on_ack(ack)
         if commit is None:
             return
-        manifest = CheckpointManifest.from_acks(
-            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
-        )
-        try:
-            await self.manifests.commit(manifest)
-        except AlreadyExistsError:
-            if (
-                abort := tracker.on_manifest_failed(commit.checkpoint_id, "exists", now)
-            ) is not None:
-                await self._abort(abort)
+        result = await commit_checkpoint(self.manifests, tracker, self.graph.name, commit, now)
+        if isinstance(result, AbortCheckpoint):
+            await self._abort(result)
+        if not isinstance(result, tuple):
             return
-        done = tracker.on_manifest_committed(commit.checkpoint_id, now)
-        if done is None:
-            return
+        manifest, done = result
         self.completed.append(done.checkpoint_id)
         self.last_completed_at = time.time()
         if self.job.state is JobState.CHECKPOINTING:

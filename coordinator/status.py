@@ -93,7 +93,7 @@ class CoordinatorStatus:
         tracker = self._c.tracker
         if tracker is not None and tracker.in_flight is not None:
             infos.append(_empty(tracker.in_flight, tracker.attempt, CheckpointStatus.IN_PROGRESS))
-        return sorted(infos, key=lambda i: i.checkpoint_id, reverse=True)
+        return infos  # the API orders them, newest first
 
     async def trigger_checkpoint(self) -> int:
         checkpoint_id = await self._c.trigger_checkpoint()

@@ -23,7 +23,7 @@ from coordinator.api.client import CoordinatorClient
 from coordinator.api.server import serve
 from coordinator.demo import word_count
 from coordinator.metrics import CoordinatorCollector
-from coordinator.service import Coordinator, CoordinatorSettings
+from coordinator.service import Coordinator, CoordinatorOptions
 from coordinator.status import CoordinatorStatus
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
@@ -38,7 +38,7 @@ def live_url(kafka_bootstrap: str) -> Iterator[str]:
         graph,
         bootstrap=kafka_bootstrap,
         storage=storage,
-        settings=CoordinatorSettings(interval_seconds=0.3),
+        settings=CoordinatorOptions(interval_seconds=0.3),
     )
     worker = Worker(
         graph,
