@@ -150,8 +150,9 @@ class ObstoreStorage:
 
     async def _upload(self, path: str, local_path: Path) -> StoredFile:
         hasher = _Hasher()
-        handle = await asyncio.to_thread(local_path.open, "rb")
-        with handle:
+        # Opened here, not in a worker thread: a cancellation while a thread
+        # opens the file would drop the handle unclosed.
+        with local_path.open("rb") as handle:
             first = await asyncio.to_thread(hasher.read, handle, self._chunk_size)
             if len(first) < self._chunk_size:
                 # The whole file fits in one chunk: one plain PUT, no multipart.
