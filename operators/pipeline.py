@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from operators.api import ProcessFunction
+from operators.api import FunctionOperator, Operator, OperatorFactory, ProcessFunction
 from operators.exceptions import FatalError
 
 if TYPE_CHECKING:
     from operators.graph import JobGraph
 
-__all__ = ["OperatorSpec", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
+__all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
 
 _UID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -60,12 +60,25 @@ class TopicSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnedTopic:
+    """A topic an operator keeps for itself (not part of the dataflow), with one partition per
+    input partition: ``sluicegate.<pipeline>.<uid>.<suffix>``."""
+
+    suffix: str
+    compact: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorSpec:
     uid: str
-    function: ProcessFunction
+    factory: OperatorFactory
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     parallelism: int
+    owned_topics: tuple[OwnedTopic, ...] = ()
+
+    def owned_topic_name(self, pipeline: str, suffix: str) -> str:
+        return f"sluicegate.{pipeline}.{self.uid}.{suffix}"
 
 
 class Pipeline:
@@ -99,13 +112,20 @@ class Pipeline:
     def operator(
         self,
         uid: str,
-        function: ProcessFunction,
+        function: ProcessFunction | None = None,
         *,
+        factory: OperatorFactory | None = None,
         inputs: str | Sequence[str],
         outputs: str | Sequence[str] = (),
         parallelism: int = 1,
+        owned_topics: Sequence[OwnedTopic] = (),
     ) -> str:
-        """Declare an operator with a stable ``uid`` (state is mapped by it); returns the uid."""
+        """Declare an operator with a stable ``uid`` (state is mapped by it); returns the uid.
+
+        Give either a process ``function`` or a ``factory`` of `Operator` instances (one per
+        subtask, for operators with a lifecycle)."""
+        if (function is None) == (factory is None):
+            raise PipelineError(uid, "give either a process function or an operator factory")
         if not _UID.fullmatch(uid):
             raise PipelineError(uid, "an operator uid is 1-100 of [a-z0-9_.-], starting alnum")
         if uid in self.operators:
@@ -116,7 +136,16 @@ class Pipeline:
         outs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
         if not ins:
             raise PipelineError(uid, "an operator needs at least one input topic")
-        self.operators[uid] = OperatorSpec(uid, function, ins, outs, parallelism)
+        if function is not None:
+            fn = function
+
+            def make() -> Operator:
+                return FunctionOperator(fn)
+
+            factory = make
+        assert factory is not None
+        spec = OperatorSpec(uid, factory, ins, outs, parallelism, tuple(owned_topics))
+        self.operators[uid] = spec
         return uid
 
     def build(self) -> JobGraph:

@@ -1,17 +1,19 @@
-"""The `Context` a process function gets: its partition's state and a buffered ``emit``.
+"""The `Context` a process function gets: its partition's state, a buffered ``emit``, wake-ups.
 
-Emits are collected and handed to the subtask only when the function returns: a function that
-raises has its record dead-lettered and none of its outputs sent.
+Emits and wake-ups are collected and handed to the subtask only when the function returns: a
+function that raises has its record dead-lettered and none of its outputs sent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from operators.api import Record
+from operators.runtime.wakes import WakeUp
 from operators.state.store import PartitionState
 
-__all__ = ["Emitted", "RecordContext"]
+__all__ = ["Emitted", "OperatorOpenContext", "RecordContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +25,59 @@ class Emitted:
 
 @dataclass(slots=True)
 class RecordContext:
-    """Implements `operators.api.Context` for one call of a process function."""
+    """Implements `operators.api.Context` for one call of a process function or a wake-up.
 
-    record: Record
-    _state: PartitionState
+    ``record`` is None for a wake-up; ``topic``/``partition`` name the partition either way.
+    """
+
+    topic: str
+    partition: int
+    record: Record | None
+    _states: Callable[[str, int], PartitionState]
+    _clock: Callable[[], float]
     emitted: list[Emitted] = field(default_factory=list)
+    wakes: list[WakeUp] = field(default_factory=list)
 
     @property
     def state(self) -> PartitionState:
-        return self._state
+        return self._states(self.topic, self.partition)
+
+    def state_of(self, topic: str) -> PartitionState:
+        return self._states(topic, self.partition)
 
     def emit(self, topic: str, value: bytes, *, key: bytes | None = None) -> None:
         if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
             raise TypeError("emit takes bytes: encode the key and value first")
         self.emitted.append(Emitted(topic, key, value))
+
+    def wake(self, key: bytes, *, topic: str | None = None, after_s: float = 0.0) -> None:
+        if not isinstance(key, bytes):
+            raise TypeError("wake takes a bytes key")
+        due = self._clock() + max(0.0, after_s)
+        self.wakes.append(WakeUp(topic or self.topic, self.partition, key, due))
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorOpenContext:
+    """Implements `operators.api.OpenContext` for `Operator.open`."""
+
+    subtask: str
+    attempt: int
+    bootstrap: str
+    input_partitions: list[tuple[str, int]]
+    owned_topics: dict[str, str]
+    """suffix -> topic name"""
+    _states: Callable[[str, int], PartitionState]
+    _schedule: Callable[[WakeUp], None]
+    _clock: Callable[[], float]
+
+    def owned_topic(self, suffix: str) -> str:
+        if suffix not in self.owned_topics:
+            raise ValueError(f"{self.subtask} declares no owned topic {suffix!r}")
+        return self.owned_topics[suffix]
+
+    def state(self, topic: str, partition: int) -> PartitionState:
+        return self._states(topic, partition)
+
+    def wake(self, topic: str, partition: int, key: bytes, *, after_s: float = 0.0) -> None:
+        self._schedule(WakeUp(topic, partition, key, self._clock() + max(0.0, after_s)))

@@ -8,12 +8,15 @@ aligning barriers, snapshotting, and writing its outputs.
 2. start the idempotent producer (records and markers) and, if the operator writes a sink,
    the `SinkPublisher`, which fences older producers of this sink subtask and publishes the
    outputs of checkpoints up to the restored one that were not published yet;
-3. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
+3. open the `Operator` (it schedules the wake-ups its restored state calls for);
+4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
-4. loop: handle control messages (``completed``, ``aborted``), fetch records, and pass each
-   through the `RestoreFilter` and the `BarrierAligner` to processing.
+5. loop: handle control messages (``completed``, ``aborted``), fetch records, pass each
+   through the `RestoreFilter` and the `BarrierAligner` to processing, then run the wake-ups
+   that are due.
 
-On barrier alignment (`_snapshot`): drain the records in flight; take the local RocksDB
+On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator
+(`on_snapshot`); take the local RocksDB
 checkpoint (write batch flushed, hard links); bump the writer interval to ``n+1``; write barrier
 ``n`` to every partition of every output topic; then (in the caller) process the released
 buffer. The asynchronous phase runs in a task: flush the producer (every record of interval ≤ n
@@ -23,6 +26,8 @@ is in Kafka before the ack), upload the new files, ack with the state handle and
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import inspect
 import logging
 import shutil
@@ -35,7 +40,7 @@ from typing import TypeAlias
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
 
-from operators.api import Record
+from operators.api import FunctionOperator, Record
 from operators.exceptions import FatalError
 from operators.graph import JobGraph, SubtaskId
 from operators.pipeline import TopicKind
@@ -51,7 +56,7 @@ from operators.protocol.records import (
     encode_headers,
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
-from operators.runtime.context import Emitted, RecordContext
+from operators.runtime.context import Emitted, OperatorOpenContext, RecordContext
 from operators.runtime.control import (
     CheckpointAborted,
     CheckpointAck,
@@ -65,8 +70,10 @@ from operators.runtime.partitioner import partition_for
 from operators.runtime.sinks import SinkPublisher
 from operators.runtime.snapshots import SnapshotStore, StateHandle
 from operators.runtime.topics import dead_letter_topic, sink_progress_topic
+from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.snapshot import LocalCheckpoint
+from operators.state.store import PartitionState
 from operators.storage import CorruptFileError, Storage
 
 __all__ = [
@@ -180,7 +187,12 @@ class Subtask:
         )
         self.interval = next_checkpoint_id or restored_id + 1
         self._executor = KeyedExecutor(self._settings.max_in_flight)
-        self._is_async = inspect.iscoroutinefunction(self._spec.function)
+        self._operator = self._spec.factory()
+        op = self._operator
+        call = op.function if isinstance(op, FunctionOperator) else op.process
+        self._is_async = inspect.iscoroutinefunction(call)
+        self._owned = set(graph.input_partitions(subtask))
+        self._wakes = WakeQueue()
         self._align_started: float | None = None
         self._upload: asyncio.Task[None] | None = None
         self._store: RocksDBStateStore | None = None
@@ -196,6 +208,7 @@ class Subtask:
         try:
             await self._open_state()
             await self._start_producers()
+            await self._operator.open(self._open_context())
             await self._start_consumer()
             logger.info("%s running at attempt %s", self.name, self.attempt)
             while True:
@@ -265,6 +278,7 @@ class Subtask:
 
     async def _close(self) -> None:
         await self._executor.cancel()
+        await asyncio.shield(self._operator.close())
         if self._upload is not None and not self._upload.done():
             self._upload.cancel()
             await asyncio.gather(self._upload, return_exceptions=True)
@@ -302,6 +316,7 @@ class Subtask:
                 if n % _YIELD_EVERY == 0:
                     # A sync process function never awaits: let heartbeats and control run.
                     await asyncio.sleep(0)
+        await self._run_due_wakes()
         self._executor.raise_failure()
 
     async def _on_record(self, record: Incoming) -> None:
@@ -369,30 +384,88 @@ class Subtask:
             value=incoming.value if incoming.value is not None else b"",
             timestamp_ms=incoming.timestamp,
         )
-        ctx = RecordContext(record, self._store.partition(record.topic, record.partition))
+        ctx = self._context(record.topic, record.partition, record)
         if self._is_async:
-            await self._executor.submit(record.key, lambda: self._call(incoming, ctx))
+            await self._executor.submit(record.key, lambda: self._call(incoming, record, ctx))
         else:
-            await self._call(incoming, ctx)
+            await self._call(incoming, record, ctx)
 
-    async def _call(self, incoming: Incoming, ctx: RecordContext) -> None:
+    def _open_context(self) -> OperatorOpenContext:
+        owned = self._spec.owned_topics
+        return OperatorOpenContext(
+            subtask=self.name,
+            attempt=self.attempt,
+            bootstrap=self._bootstrap,
+            input_partitions=[(p.topic, p.partition) for p in sorted(self._owned)],
+            owned_topics={
+                t.suffix: self._spec.owned_topic_name(self.graph.name, t.suffix) for t in owned
+            },
+            _states=self._state_of,
+            _schedule=self.schedule_wake,
+            _clock=time.monotonic,
+        )
+
+    def _context(self, topic: str, partition: int, record: Record | None) -> RecordContext:
+        return RecordContext(topic, partition, record, self._state_of, time.monotonic)
+
+    def _state_of(self, topic: str, partition: int) -> PartitionState:
+        assert self._store is not None
+        if TopicPartition(topic, partition) not in self._owned:
+            raise ValueError(f"{self.name} does not read {topic}[{partition}]")
+        return self._store.partition(topic, partition)
+
+    async def _call(self, incoming: Incoming, record: Record, ctx: RecordContext) -> None:
         try:
-            result = self._spec.function(ctx.record, ctx)
+            result = self._operator.process(record, ctx)
             if isinstance(result, Awaitable):
                 await result
-            for emitted in ctx.emitted:
-                if emitted.topic not in self._spec.outputs:
-                    raise ValueError(f"emit to {emitted.topic!r}, not an output of {self.id.uid}")
+            self._check_emits(ctx)
         except Exception as exc:  # noqa: BLE001 - any failure of user code dead-letters
             await self._dead_letter(incoming, exc)
             return
-        for index, emitted in enumerate(ctx.emitted):
-            await self._send(emitted, ctx.record, index)
+        await self._finish(ctx, record)
 
-    async def _send(self, emitted: Emitted, source: Record, index: int) -> None:
+    async def _finish(self, ctx: RecordContext, source: Record | None) -> None:
+        for index, emitted in enumerate(ctx.emitted):
+            await self._send(emitted, ctx.partition, source, index)
+        for wake in ctx.wakes:
+            self.schedule_wake(wake)
+
+    def _check_emits(self, ctx: RecordContext) -> None:
+        for emitted in ctx.emitted:
+            if emitted.topic not in self._spec.outputs:
+                raise ValueError(f"emit to {emitted.topic!r}, not an output of {self.id.uid}")
+
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def schedule_wake(self, wake: WakeUp) -> None:
+        """Queue a call of `Operator.on_wake`; it runs once due, between fetches."""
+        if TopicPartition(wake.topic, wake.partition) not in self._owned:
+            raise ValueError(f"{self.name} cannot wake {wake.topic}[{wake.partition}]")
+        self._wakes.push(wake)
+
+    async def _run_due_wakes(self) -> None:
+        for wake in self._wakes.pop_due(time.monotonic()):
+            if self._is_async:
+                await self._executor.submit(wake.key, functools.partial(self._wake, wake))
+            else:
+                await self._wake(wake)
+
+    async def _wake(self, wake: WakeUp) -> None:
+        """Run one wake-up; an exception here is the operator's bug and fails the subtask."""
+        ctx = self._context(wake.topic, wake.partition, None)
+        result = self._operator.on_wake(wake.key, ctx)
+        if isinstance(result, Awaitable):
+            await result
+        self._check_emits(ctx)
+        await self._finish(ctx, None)
+
+    async def _send(
+        self, emitted: Emitted, input_partition: int, source: Record | None, index: int
+    ) -> None:
         assert self._producer is not None
         spec = self.graph.topics[emitted.topic]
-        partition = partition_for(emitted.key, spec.partitions, input_partition=source.partition)
+        partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
         self.records_out += 1
         if spec.kind is TopicKind.SINK and spec.exactly_once:
             assert self._publisher is not None
@@ -403,7 +476,13 @@ class Subtask:
         headers = encode_headers(RecordMeta(self.attempt, self.interval, self.name))
         if spec.kind is TopicKind.SINK:
             # At least once: the same input record yields the same id in every replay.
-            record_id = f"{self.id.uid}/{source.topic}/{source.partition}/{source.offset}/{index}"
+            if source is not None:
+                record_id = (
+                    f"{self.id.uid}/{source.topic}/{source.partition}/{source.offset}/{index}"
+                )
+            else:  # a wake-up: the content names it (replays emit the same content)
+                digest = hashlib.sha256((emitted.key or b"") + b"\0" + emitted.value).hexdigest()
+                record_id = f"{self.id.uid}/wake/{digest[:32]}"
             headers = [(RECORD_ID_HEADER, record_id.encode())]
         await self._producer.send(
             emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
@@ -437,6 +516,7 @@ class Subtask:
         n = aligned.checkpoint_id
         alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
         await self._executor.drain()
+        self._operator.on_snapshot(n)
         if self._upload is not None:
             await self._upload  # at most one upload at a time; normally long finished
         started = time.perf_counter()
@@ -483,6 +563,7 @@ class Subtask:
     async def _on_completed(self, checkpoint_id: int) -> None:
         if self._publisher is not None:
             await self._publisher.publish(checkpoint_id)
+        await self._operator.on_completed(checkpoint_id)
         keep = self._settings.keep_local_checkpoints
         if self._checkpoints_dir.is_dir():
             ids = sorted(int(p.name) for p in self._checkpoints_dir.iterdir() if p.name.isdigit())

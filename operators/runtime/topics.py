@@ -52,6 +52,12 @@ def sink_progress_topic(pipeline: str) -> str:
 def wanted_topics(graph: JobGraph, replication: int = 1) -> list[NewTopic]:
     """Every topic ``graph`` needs, with its partition count and configs."""
     topics = [NewTopic(t.name, t.partitions, replication) for t in graph.topics.values()]
+    for op in graph.operators.values():
+        partitions = graph.topics[op.inputs[0]].partitions
+        for owned in op.owned_topics:
+            configs = {"cleanup.policy": "compact"} if owned.compact else {}
+            name = op.owned_topic_name(graph.name, owned.suffix)
+            topics.append(NewTopic(name, partitions, replication, topic_configs=configs))
     topics.append(NewTopic(dead_letter_topic(graph.name), 1, replication))
     compact = {"cleanup.policy": "compact"}
     topics.append(NewTopic(sink_progress_topic(graph.name), 1, replication, topic_configs=compact))

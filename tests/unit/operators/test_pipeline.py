@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from operators.api import Context, Record
+from operators.api import Context, Operator, Record
 from operators.graph import SubtaskId
-from operators.pipeline import Pipeline, PipelineError
+from operators.pipeline import OwnedTopic, Pipeline, PipelineError
 from operators.protocol.records import Channel, TopicPartition
+from operators.runtime.topics import wanted_topics
 
 
 def noop(record: Record, ctx: Context) -> None:
@@ -121,3 +122,26 @@ def test_refuses_a_topic_nobody_writes_and_bad_names() -> None:
         p.operator("Bad Name", noop, inputs="lines")
     with pytest.raises(PipelineError, match="at least 1 partition"):
         p.topic("empty", partitions=0)
+
+
+def test_an_operator_takes_a_function_or_a_factory_not_both() -> None:
+    class Noop(Operator):
+        def process(self, record: Record, ctx: Context) -> None:
+            return None
+
+    p = Pipeline("p")
+    p.source("in", partitions=2)
+    with pytest.raises(PipelineError, match="either a process function or an operator factory"):
+        p.operator("a", inputs="in")
+    with pytest.raises(PipelineError, match="either"):
+        p.operator("a", noop, factory=Noop, inputs="in")
+    p.operator("a", factory=Noop, inputs="in", owned_topics=[OwnedTopic("journal")])
+    p.sink("never", partitions=1)
+    p.operator("b", noop, inputs="in", outputs="never")
+    graph = p.build()
+    spec = graph.operators["a"]
+    assert isinstance(spec.factory(), Noop)
+    assert spec.factory() is not spec.factory()  # one instance per subtask
+    assert spec.owned_topic_name("p", "journal") == "sluicegate.p.a.journal"
+    names = {t.name: t.topic_configs for t in wanted_topics(graph)}
+    assert names["sluicegate.p.a.journal"] == {"cleanup.policy": "compact"}
