@@ -6,7 +6,10 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate coordinator|worker --pipeline module:attr``: the two processes of a pipeline.
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
 * ``sluicegate status``, ``sluicegate checkpoint list|trigger|audit``: ask a running coordinator.
-* ``sluicegate demo``: start the development broker and push records through the demo pipeline.
+* ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
+  for a person.
+* ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
+  ``sluicegate demo --wordcount``: the word-count demo in one process.
 """
 
 from __future__ import annotations
@@ -106,10 +109,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     audit.set_defaults(run=_audit)
 
+    for verb in ("approve", "reject"):
+        decide = commands.add_parser(verb, help=f"{verb} the call a run waits on")
+        decide.add_argument("run_id", metavar="RUN")
+        decide.add_argument("--agent", default="refund-desk", help="the agent's name")
+        decide.add_argument(
+            "--topic", default=None, help="the approvals topic (default: <agent>.approvals)"
+        )
+        decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
+        decide.add_argument("--reason", required=verb == "reject", default=None)
+        decide.set_defaults(run=_decide, approved=verb == "approve")
+
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
-    demo.add_argument("--records", type=int, default=10_000, help="how many source records")
+    demo.add_argument("--runs", type=int, default=60, help="how many refund requests")
+    demo.add_argument("--no-kill", action="store_true", help="do not SIGKILL a worker mid-run")
+    demo.add_argument(
+        "--approval-delay", type=float, default=1.0, help="seconds the approver takes"
+    )
+    demo.add_argument(
+        "--wordcount", action="store_true", help="the word-count demo (one process) instead"
+    )
+    demo.add_argument("--records", type=int, default=10_000, help="word count: source records")
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
 
 
 def _stop_on_sigterm() -> None:
@@ -253,15 +284,39 @@ def _audit(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _decide(args: argparse.Namespace) -> int:
+    from agents.client import send_decision
+    from agents.messages import ApprovalDecision
+
+    topic = args.topic or f"{args.agent}.approvals"
+    decision = ApprovalDecision(
+        run_id=args.run_id, approved=args.approved, by=args.by, reason=args.reason
+    )
+    bootstrap = _bootstrap(CoordinatorSettings())
+    asyncio.run(send_decision(bootstrap, topic, decision))
+    verb = "approved" if args.approved else "rejected"
+    print(f"{verb} run {args.run_id} (written to {topic} at {bootstrap})")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
+    from coordinator.agent_demo import run_agent_demo
     from coordinator.demo import run_demo
+
+    def run(bootstrap: str) -> int:
+        if args.wordcount:
+            return asyncio.run(run_demo(bootstrap, args.records))
+        demo = run_agent_demo(
+            bootstrap, runs=args.runs, kill=not args.no_kill, approval_delay_s=args.approval_delay
+        )
+        return asyncio.run(demo)
 
     settings = CoordinatorSettings()
     if settings.kafka_bootstrap:
-        return asyncio.run(run_demo(settings.kafka_bootstrap, args.records))
+        return run(settings.kafka_bootstrap)
     with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
         print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
-        return asyncio.run(run_demo(broker.bootstrap, args.records))
+        return run(broker.bootstrap)
 
 
 if __name__ == "__main__":

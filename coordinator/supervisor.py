@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 __all__ = ["Child", "Supervisor"]
 
@@ -38,9 +39,13 @@ class Child:
 class Supervisor:
     """Runs `Child` processes with prefixed output until one that must not restart exits."""
 
-    def __init__(self, children: Sequence[Child], env: dict[str, str]) -> None:
+    def __init__(
+        self, children: Sequence[Child], env: dict[str, str], *, log_path: Path | None = None
+    ) -> None:
+        """``log_path``: write the children's prefixed output there instead of to stdout."""
         self.children = list(children)
         self._env = {**os.environ, **env}
+        self._log_path = log_path
 
     async def run(self) -> int:
         """Start every child; return the exit code of the first non-restartable one to exit."""
@@ -54,9 +59,9 @@ class Supervisor:
                     if code is None:
                         continue
                     if not child.restart:
-                        print(f"[{child.name}] exited with {code}; stopping", flush=True)
+                        self._say(f"[{child.name}] exited with {code}; stopping")
                         return code or 1
-                    print(f"[{child.name}] exited with {code}; restarting", flush=True)
+                    self._say(f"[{child.name}] exited with {code}; restarting")
                     await asyncio.sleep(_RESTART_DELAY_S)
                     await self._start(child)
                 await asyncio.sleep(0.2)
@@ -78,6 +83,13 @@ class Supervisor:
             if child.pump is not None:
                 await asyncio.gather(child.pump, return_exceptions=True)
 
+    def _say(self, line: str) -> None:
+        if self._log_path is None:
+            print(line, flush=True)
+        else:
+            with self._log_path.open("a") as out:
+                out.write(line + "\n")
+
     async def _start(self, child: Child) -> None:
         child.process = await asyncio.create_subprocess_exec(
             *child.argv,
@@ -89,9 +101,13 @@ class Supervisor:
         child.starts += 1
         child.pump = asyncio.create_task(self._pump(child, child.process))
 
-    @staticmethod
-    async def _pump(child: Child, process: asyncio.subprocess.Process) -> None:
+    async def _pump(self, child: Child, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
-        async for line in process.stdout:
-            sys.stdout.write(f"[{child.name}] {line.decode(errors='replace')}")
-            sys.stdout.flush()
+        out = self._log_path.open("a") if self._log_path else sys.stdout
+        try:
+            async for line in process.stdout:
+                out.write(f"[{child.name}] {line.decode(errors='replace')}")
+                out.flush()
+        finally:
+            if out is not sys.stdout:
+                out.close()

@@ -1,0 +1,111 @@
+"""`Agent`, and `add_agent`, which puts one into a pipeline as an operator.
+
+::
+
+    desk = Agent("refund-desk", model=ScriptedModel(policy), tools=[lookup_order, issue_refund],
+                 instructions="You settle refund requests.", budget=Budget(max_steps=12))
+    p = Pipeline("support")
+    topics = add_agent(p, desk, partitions=4, parallelism=2)
+    graph = p.build()
+
+The agent reads ``<name>.tasks`` and ``<name>.approvals`` (sources, co-partitioned by run_id),
+writes ``<name>.events`` and ``<name>.results`` (exactly-once sinks), and keeps its effect
+journal in the compacted topic ``sluicegate.<pipeline>.<name>.journal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agents.model import ModelClient
+from agents.state import Budget
+from agents.tools import Tool, ToolDeclarationError
+from operators.api import Operator
+from operators.pipeline import OwnedTopic, Pipeline
+
+__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "add_agent"]
+
+JOURNAL_SUFFIX = "journal"
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """An agent: a model, tools, instructions and default budgets.
+
+    ``model`` is a `ModelClient` or a zero-argument factory of one (called once per subtask,
+    for clients that hold connections).
+    """
+
+    name: str
+    model: ModelClient | Callable[[], ModelClient]
+    tools: Sequence[Tool]
+    instructions: str
+    budget: Budget = field(default_factory=Budget)
+    approval_timeout_s: float | None = None
+    """Give up waiting for a person after this long; None waits forever."""
+    on_approval_timeout: Literal["reject", "fail"] = "reject"
+    """``reject``: tell the model the call was not approved; ``fail``: end the run."""
+    model_name: str = "model"
+    """The name effects of model calls carry in the journal and events."""
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ToolDeclarationError(self.name, f"duplicate tool names in {names}")
+        for t in self.tools:
+            if t.compensate and t.compensate not in names:
+                raise ToolDeclarationError(
+                    t.name, f"its compensating tool {t.compensate!r} is not among the tools"
+                )
+
+    def make_model(self) -> ModelClient:
+        model = self.model
+        if callable(model) and not hasattr(model, "complete"):
+            return model()
+        return model
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTopics:
+    tasks: str
+    approvals: str
+    events: str
+    results: str
+
+
+def add_agent(
+    pipeline: Pipeline,
+    agent: Agent,
+    *,
+    partitions: int,
+    parallelism: int = 1,
+    topics: AgentTopics | None = None,
+) -> AgentTopics:
+    """Declare the agent's topics and operator (uid = the agent's name) in ``pipeline``."""
+    from agents.operator import AgentOperator
+
+    names = topics or AgentTopics(
+        tasks=f"{agent.name}.tasks",
+        approvals=f"{agent.name}.approvals",
+        events=f"{agent.name}.events",
+        results=f"{agent.name}.results",
+    )
+    pipeline.source(names.tasks, partitions=partitions)
+    pipeline.source(names.approvals, partitions=partitions)
+    pipeline.sink(names.events, partitions=partitions)
+    pipeline.sink(names.results, partitions=partitions)
+
+    def factory() -> Operator:
+        return AgentOperator(agent, names, pipeline=pipeline.name)
+
+    pipeline.operator(
+        agent.name,
+        factory=factory,
+        inputs=[names.tasks, names.approvals],
+        outputs=[names.events, names.results],
+        parallelism=parallelism,
+        owned_topics=[OwnedTopic(JOURNAL_SUFFIX, compact=True)],
+    )
+    return names

@@ -1,0 +1,45 @@
+"""Writing to an agent's input topics from outside: submit tasks, approve or reject calls.
+
+Records are keyed by ``run_id`` and partitioned by Kafka's default (murmur2) partitioner, the
+engine's own, so a run's approvals land in the partition of its tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+
+from aiokafka import AIOKafkaProducer
+
+from agents.messages import ApprovalDecision, TaskRequest
+
+__all__ = ["send_decision", "submit_tasks"]
+
+
+async def submit_tasks(bootstrap: str, topic: str, tasks: Iterable[TaskRequest]) -> int:
+    """Write ``tasks`` to the tasks ``topic``; returns how many."""
+    count = 0
+    async with _producer(bootstrap) as producer:
+        for task in tasks:
+            value = task.model_dump_json(exclude_none=True).encode()
+            await producer.send(topic, value, key=task.run_id.encode())
+            count += 1
+        await producer.flush()
+    return count
+
+
+async def send_decision(bootstrap: str, topic: str, decision: ApprovalDecision) -> None:
+    """Write one approval decision to the approvals ``topic`` and wait until it is stored."""
+    async with _producer(bootstrap) as producer:
+        value = decision.model_dump_json().encode()
+        await producer.send_and_wait(topic, value, key=decision.run_id.encode())
+
+
+@contextlib.asynccontextmanager
+async def _producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.stop()

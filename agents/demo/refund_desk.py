@@ -1,0 +1,176 @@
+"""The refund desk: the demo agent, its tools over the world service, and its scripted model.
+
+A task asks to settle a refund for an order. The scripted model (deterministic, no network;
+a stand-in for a real model, see `ScriptedModel`) checks the order ``research`` times with the
+read-only `lookup_order`, refunds it with `issue_refund` (reversible: `reverse_refund`), emails
+the customer with `send_email` (irreversible: it waits for a person's approval) and answers.
+That is ``research + 3`` model steps per run.
+
+With ``OPENAI_API_KEY`` or ``SLUICEGATE_MODEL_URL`` set, a real model drives the same tools.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from agents.agent import Agent, add_agent
+from agents.demo.world_client import WorldClient
+from agents.journal import LookupFound, LookupNotFound, LookupResult, OnUnknown
+from agents.model import ChatMessage, ModelClient, ToolCall
+from agents.models import OpenAIModel, ScriptedModel
+from agents.state import Budget
+from agents.tools import Tool, ToolContext, ToolKind, tool
+from operators.graph import JobGraph
+from operators.pipeline import Pipeline
+
+__all__ = [
+    "INSTRUCTIONS",
+    "refund_desk",
+    "refund_desk_graph",
+    "refund_desk_tools",
+    "script",
+    "task_goal",
+]
+
+INSTRUCTIONS = (
+    "You are a refund desk. Check the order, refund it in full, email the customer that the "
+    "refund was issued, then answer with one line saying what you did."
+)
+_ORDER = re.compile(r"\bord-[0-9a-z-]{1,40}\b")
+_RESEARCH = re.compile(r"\bchecks=(\d+)\b")
+
+
+def task_goal(order_id: str, *, research: int = 2) -> str:
+    """The goal text of a refund task the scripted model understands."""
+    return f"Customer asks for a refund of order {order_id}. checks={research}"
+
+
+def refund_desk_tools(world_url: str) -> list[Tool]:
+    """The desk's tools, calling the world service at ``world_url``."""
+
+    @contextlib.asynccontextmanager
+    async def world() -> AsyncIterator[WorldClient]:
+        # A client per call: tools have no lifecycle to close a shared one in.
+        client = WorldClient(world_url)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    async def find(ctx: ToolContext) -> LookupResult:
+        async with world() as w:
+            effect = await w.find_effect(ctx.idempotency_key)
+        return LookupNotFound() if effect is None else LookupFound(effect.get("body"))
+
+    @tool(kind=ToolKind.READ_ONLY)
+    async def lookup_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+        """Look up an order: customer, email, amount, currency, status."""
+        async with world() as w:
+            return await w.get_order(order_id)
+
+    @tool(kind=ToolKind.IRREVERSIBLE, on_unknown=OnUnknown.LOOKUP, lookup=find)
+    async def reverse_refund(ctx: ToolContext, refund_id: str) -> dict[str, Any]:
+        """Reverse a refund issued earlier (the compensation of issue_refund)."""
+        async with world() as w:
+            return await w.reverse_refund(refund_id, key=ctx.idempotency_key)
+
+    @tool(
+        kind=ToolKind.REVERSIBLE,
+        compensate="reverse_refund",
+        on_unknown=OnUnknown.LOOKUP,
+        lookup=find,
+    )
+    async def issue_refund(ctx: ToolContext, order_id: str, amount: float) -> dict[str, Any]:
+        """Refund ``amount`` of order ``order_id`` to the customer."""
+        async with world() as w:
+            return await w.issue_refund(order_id, amount, ctx.run_id, key=ctx.idempotency_key)
+
+    @tool(kind=ToolKind.IRREVERSIBLE, on_unknown=OnUnknown.LOOKUP, lookup=find)
+    async def send_email(ctx: ToolContext, to: str, subject: str, body: str) -> dict[str, Any]:
+        """Email the customer."""
+        async with world() as w:
+            return await w.send_email(to, subject, body, ctx.run_id, key=ctx.idempotency_key)
+
+    return [lookup_order, issue_refund, reverse_refund, send_email]
+
+
+def script(messages: Sequence[ChatMessage]) -> ChatMessage:
+    """The scripted model's policy: a pure function of the conversation (see module doc)."""
+    goal = next(m.content or "" for m in messages if m.role == "user")
+    order = _ORDER.search(goal)
+    research = int(m.group(1)) if (m := _RESEARCH.search(goal)) else 1
+    results = [m for m in messages if m.role == "tool"]
+    step = sum(1 for m in messages if m.role == "assistant") + 1
+    if order is None:
+        return _answer("I could not find an order id in the request.")
+    order_id = order.group(0)
+    if len(results) < research:
+        return _call(step, "lookup_order", order_id=order_id)
+    facts = _json(results[0].content)
+    if len(results) == research:
+        if "amount" not in facts:
+            return _answer(f"Order {order_id} could not be looked up: {results[0].content}")
+        return _call(step, "issue_refund", order_id=order_id, amount=facts["amount"])
+    if len(results) == research + 1:
+        refund = _json(results[-1].content)
+        if "refund_id" not in refund:
+            return _answer(f"The refund of {order_id} failed: {results[-1].content}")
+        body = f"Your refund {refund['refund_id']} of {facts['amount']} {facts['currency']}."
+        subject = f"Refund for {order_id}"
+        return _call(step, "send_email", to=facts["email"], subject=subject, body=body)
+    outcome = results[-1].content or ""
+    emailed = "not emailed" if outcome.startswith(("error", "rejected")) else "emailed"
+    return _answer(f"Refunded {order_id} ({facts['amount']} {facts['currency']}); {emailed}.")
+
+
+def refund_desk(world_url: str, *, model: ModelClient | None = None) -> Agent:
+    """The demo agent. Without ``model``: a real model if configured by env, else scripted."""
+    return Agent(
+        name="refund-desk",
+        model=model or _model_from_env(),
+        tools=refund_desk_tools(world_url),
+        instructions=INSTRUCTIONS,
+        budget=Budget(max_steps=16, max_cost_usd=1.0),
+    )
+
+
+def refund_desk_graph() -> JobGraph:
+    """The demo pipeline, for ``sluicegate up agents.demo.refund_desk:refund_desk_graph``.
+
+    Env: ``SLUICEGATE_WORLD_URL`` (default http://127.0.0.1:8480), ``SLUICEGATE_PARTITIONS``
+    (default 4), ``SLUICEGATE_PIPELINE`` (default refund-demo)."""
+    world = os.environ.get("SLUICEGATE_WORLD_URL", "http://127.0.0.1:8480")
+    partitions = int(os.environ.get("SLUICEGATE_PARTITIONS", "4"))
+    p = Pipeline(os.environ.get("SLUICEGATE_PIPELINE", "refund-demo"))
+    add_agent(p, refund_desk(world), partitions=partitions, parallelism=min(2, partitions))
+    return p.build()
+
+
+def _model_from_env() -> ModelClient:
+    url = os.environ.get("SLUICEGATE_MODEL_URL")
+    if url or os.environ.get("OPENAI_API_KEY"):
+        name = os.environ.get("SLUICEGATE_MODEL", "gpt-4o-mini")
+        return OpenAIModel(model=name, base_url=url)
+    return ScriptedModel(script)
+
+
+def _call(step: int, name: str, **arguments: Any) -> ChatMessage:
+    call = ToolCall(id=f"call-{step}-{name}", name=name, arguments=json.dumps(arguments))
+    return ChatMessage(role="assistant", content=None, tool_calls=(call,))
+
+
+def _answer(text: str) -> ChatMessage:
+    return ChatMessage(role="assistant", content=text)
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

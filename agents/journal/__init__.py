@@ -1,0 +1,99 @@
+"""The effect journal: the durable, never-rolled-back record of an agent run's effects.
+
+Every model call and tool call of a run goes through :func:`perform` under a deterministic
+idempotency key (:func:`effect_key`). ``issued`` is written, durably, before the call and
+``done`` with the result after it, so that across crashes every effect happens effectively
+once: a replay returns the recorded result, and an effect issued but not done is resolved by
+the tool's :class:`OnUnknown` declaration (look it up, retry it with the same key, or fail
+closed).
+
+Modules: :mod:`~agents.journal.entries` (what is stored), :mod:`~agents.journal.resolution`
+(the sans-IO decisions), :mod:`~agents.journal.store` (the contract and an in-memory
+journal), :mod:`~agents.journal.kafka` (the compacted-topic journal),
+:mod:`~agents.journal.effects` (the driver), :mod:`~agents.journal.exceptions`.
+"""
+
+from __future__ import annotations
+
+from agents.journal.effects import (
+    LOOKUP_FAILED,
+    EffectResult,
+    EffectUnknown,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    no_fault,
+    perform,
+)
+from agents.journal.entries import (
+    SCHEMA_VERSION,
+    EffectKind,
+    EntryStatus,
+    JournalEntry,
+    effect_key,
+    record_key,
+)
+from agents.journal.exceptions import (
+    JournalCorruptError,
+    JournalTransitionError,
+    JournalUnavailableError,
+)
+from agents.journal.kafka import KafkaJournal
+from agents.journal.resolution import (
+    OUTCOME_UNKNOWN,
+    TRANSITIONS,
+    Decision,
+    EffectEvent,
+    EffectResolution,
+    EffectState,
+    Execute,
+    FailClosed,
+    Lookup,
+    OnUnknown,
+    RecordFound,
+    Replay,
+    Retry,
+    after_lookup,
+    decide,
+)
+from agents.journal.store import InMemoryJournal, Journal, JournalIndex, StatusCounts
+
+__all__ = [
+    "LOOKUP_FAILED",
+    "OUTCOME_UNKNOWN",
+    "SCHEMA_VERSION",
+    "TRANSITIONS",
+    "Decision",
+    "EffectEvent",
+    "EffectKind",
+    "EffectResolution",
+    "EffectResult",
+    "EffectState",
+    "EffectUnknown",
+    "EntryStatus",
+    "Execute",
+    "FailClosed",
+    "InMemoryJournal",
+    "Journal",
+    "JournalCorruptError",
+    "JournalEntry",
+    "JournalIndex",
+    "JournalTransitionError",
+    "JournalUnavailableError",
+    "KafkaJournal",
+    "Lookup",
+    "LookupFound",
+    "LookupNotFound",
+    "LookupResult",
+    "OnUnknown",
+    "RecordFound",
+    "Replay",
+    "Retry",
+    "StatusCounts",
+    "after_lookup",
+    "decide",
+    "effect_key",
+    "no_fault",
+    "perform",
+    "record_key",
+]

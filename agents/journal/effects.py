@@ -1,0 +1,201 @@
+"""Performing one effect through the journal, effectively once: the I/O driver.
+
+The agent runtime sends every model call and tool call through :func:`perform`. It reads the
+journal, lets :func:`~agents.journal.resolution.decide` choose, and carries the decision out,
+moving an :class:`~agents.journal.resolution.EffectResolution` through its table as the
+journal's entries become durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents.journal.entries import EffectKind, JournalEntry
+from agents.journal.resolution import (
+    EffectEvent,
+    EffectResolution,
+    EffectState,
+    Execute,
+    FailClosed,
+    Lookup,
+    OnUnknown,
+    RecordFound,
+    Replay,
+    Retry,
+    after_lookup,
+    decide,
+)
+from agents.journal.store import Journal
+from operators.exceptions import RetryableError
+
+__all__ = [
+    "LOOKUP_FAILED",
+    "EffectResult",
+    "EffectUnknown",
+    "LookupFound",
+    "LookupNotFound",
+    "LookupResult",
+    "no_fault",
+    "perform",
+]
+
+logger = logging.getLogger(__name__)
+
+LOOKUP_FAILED = "lookup_failed"
+"""The :attr:`EffectUnknown.reason` when the tool's lookup itself failed for good."""
+
+
+@dataclass(frozen=True, slots=True)
+class EffectResult:
+    """The outcome of an effect: its ``value``, or the ``error`` it failed with for good.
+
+    ``replayed`` is true when this call did not execute the effect (a dedup hit): the outcome
+    came from the journal's ``done``, or from the tool's lookup.
+    """
+
+    value: Any
+    error: str | None
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EffectUnknown:
+    """The effect was issued and its outcome cannot be found out: fail closed."""
+
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LookupFound:
+    """The tool's lookup found the effect; ``value`` is what it gave."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LookupNotFound:
+    """The tool's lookup found no effect under the key: it never happened."""
+
+
+LookupResult = LookupFound | LookupNotFound
+
+
+def no_fault(point: str) -> None:
+    """The default fault hook: injects nothing."""
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def perform(
+    journal: Journal,
+    *,
+    key: str,
+    run_id: str,
+    partition: int,
+    kind: EffectKind,
+    name: str,
+    request: dict[str, Any],
+    attempt: int,
+    on_unknown: OnUnknown,
+    call: Callable[[], Awaitable[Any]],
+    lookup: Callable[[], Awaitable[LookupResult]] | None = None,
+    fault: Callable[[str], None] = no_fault,
+    clock: Callable[[], float] = time.time,
+) -> EffectResult | EffectUnknown:
+    """Perform effect ``key`` at most once more, and return its outcome.
+
+    1. Read ``(issued, done)`` for ``key``; :func:`decide` with ``on_unknown`` (``LOOKUP``
+       without a ``lookup`` counts as ``FAIL``).
+    2. ``Replay``: return the recorded outcome, ``replayed=True``.
+    3. ``Execute``: write ``issued`` (durably), ``fault("effect.before_call")``, ``call()``,
+       ``fault("effect.after_call")``, write ``done``, return.
+    4. ``Lookup``: ``lookup()``; found → write ``done`` with the found value and return it
+       (``replayed=True``); not found → go on as ``Retry``. A lookup failing for good (not
+       with a ``RetryableError``) fails closed with :data:`LOOKUP_FAILED`.
+    5. ``Retry``: as ``Execute`` without writing ``issued`` again.
+    6. ``FailClosed``: return :class:`EffectUnknown`; nothing is called or written.
+
+    ``call`` raising a :class:`~operators.exceptions.RetryableError` propagates with no
+    ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
+    other exception is a permanent failure of the effect, recorded as ``done`` with ``error``
+    so that every replay sees the same failure.
+
+    Raises:
+        RetryableError: from ``call``, ``lookup`` or the journal; retry the step later.
+    """
+    issued, done = journal.get(key)
+    policy = OnUnknown.FAIL if on_unknown is OnUnknown.LOOKUP and lookup is None else on_unknown
+    decision = decide(issued, done, policy)
+    resolution = EffectResolution(key, EffectState.of(issued, done))
+
+    def entry(status: str, **fields: Any) -> JournalEntry:
+        return JournalEntry.model_validate(
+            {
+                "key": key,
+                "run_id": run_id,
+                "status": status,
+                "kind": kind,
+                "name": name,
+                "attempt": attempt,
+                "written_at": clock(),
+                **fields,
+            }
+        )
+
+    async def complete(value: Any, error: str | None) -> None:
+        await journal.write(entry("done", result=value, error=error), partition=partition)
+        resolution.apply(EffectEvent.COMPLETE)
+
+    async def call_and_complete() -> EffectResult:
+        fault("effect.before_call")
+        try:
+            value = await call()
+        except RetryableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
+            fault("effect.after_call")
+            error = _describe(exc)
+            await complete(None, error)
+            return EffectResult(value=None, error=error, replayed=False)
+        fault("effect.after_call")
+        await complete(value, None)
+        return EffectResult(value=value, error=None, replayed=False)
+
+    def fail_closed(reason: str) -> EffectUnknown:
+        resolution.apply(EffectEvent.FAIL_CLOSED)
+        logger.warning("effect %s (%s %s) fails closed: %s", key, kind.value, name, reason)
+        return EffectUnknown(key=key, reason=reason)
+
+    match decision:
+        case Replay(done=recorded):
+            return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+        case Execute():
+            await journal.write(entry("issued", request=request), partition=partition)
+            resolution.apply(EffectEvent.ISSUE)
+            return await call_and_complete()
+        case Retry():
+            return await call_and_complete()
+        case FailClosed(reason=reason):
+            return fail_closed(reason)
+        case Lookup():
+            assert lookup is not None
+            try:
+                found = await lookup()
+            except RetryableError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the outcome stays unknown: fail closed
+                return fail_closed(f"{LOOKUP_FAILED}: {_describe(exc)}")
+            match after_lookup(isinstance(found, LookupFound)):
+                case RecordFound():
+                    assert isinstance(found, LookupFound)
+                    await complete(found.value, None)
+                    return EffectResult(value=found.value, error=None, replayed=True)
+                case Retry():
+                    return await call_and_complete()

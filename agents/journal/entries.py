@@ -1,0 +1,111 @@
+"""What the effect journal stores: one :class:`JournalEntry` per state change of an effect.
+
+An effect (a model call or a tool call of an agent run) is journalled twice under one
+deterministic idempotency key (:func:`effect_key`): ``issued`` before the call, ``done`` with the
+result after it. Both live in a compacted Kafka topic, under separate record keys
+(:func:`record_key`), so that compaction of a late ``issued`` can never hide a ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agents.journal.exceptions import JournalCorruptError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "EffectKind",
+    "EntryStatus",
+    "JournalEntry",
+    "effect_key",
+    "record_key",
+]
+
+SCHEMA_VERSION = 1
+"""The newest ``schema_version`` of a journal entry this code writes and reads."""
+
+EntryStatus = Literal["issued", "done"]
+
+
+class EffectKind(StrEnum):
+    """What kind of effect an entry records."""
+
+    MODEL = "model"
+    TOOL = "tool"
+
+
+class JournalEntry(BaseModel):
+    """One state change of one effect: ``issued`` (about to call) or ``done`` (called)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    key: str
+    """The effect's idempotency key, from :func:`effect_key`."""
+    run_id: str
+    status: EntryStatus
+    kind: EffectKind
+    name: str
+    """The tool's or the model's name."""
+    request: dict[str, Any] = {}
+    """The call's arguments (on ``issued``)."""
+    result: Any = None
+    """The call's JSON-able result (on ``done``)."""
+    error: str | None = None
+    """On ``done``, when the effect failed for good: a replay sees the same failure."""
+    attempt: int
+    """The attempt that wrote this entry."""
+    written_at: float
+    """Seconds since the epoch, by the writer's clock."""
+
+    def encode(self) -> bytes:
+        """The entry as the JSON value of its Kafka record."""
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> JournalEntry:
+        """Read an entry written by :meth:`encode` (by this or an older version).
+
+        Raises:
+            JournalCorruptError: ``raw`` is not a JSON object, has a ``schema_version``
+                newer than :data:`SCHEMA_VERSION`, or does not validate.
+        """
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise JournalCorruptError(f"not JSON: {exc}", raw) from exc
+        if not isinstance(data, dict):
+            raise JournalCorruptError(f"not a JSON object but {type(data).__name__}", raw)
+        version = data.get("schema_version")
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise JournalCorruptError(
+                f"schema_version {version} is newer than {SCHEMA_VERSION}, "
+                "the newest this code reads; upgrade sluicegate",
+                raw,
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise JournalCorruptError(f"invalid entry: {exc}", raw) from exc
+
+
+def effect_key(run_id: str, step: int, call: int | str) -> str:
+    """The idempotency key of call ``call`` (index or tool-call id) of ``step`` of a run.
+
+    It does not depend on the attempt, so every replay of the step finds the same key. The
+    parts are joined with ``/`` and not escaped: a ``run_id`` containing ``/`` could collide
+    with another run's keys, so run ids should not contain it.
+    """
+    return f"{run_id}/{step}/{call}"
+
+
+def record_key(key: str, status: EntryStatus) -> bytes:
+    """The Kafka record key of the ``status`` entry of effect ``key``: ``key|status``.
+
+    ``issued`` and ``done`` are separate compaction keys, so neither replaces the other.
+    """
+    return f"{key}|{status}".encode()

@@ -1,0 +1,70 @@
+"""The records an agent operator reads and writes, as versioned JSON documents.
+
+* tasks topic (key ``run_id``): `TaskRequest` starts a run; a second one for the same run is
+  ignored (a producer's retry must not start the run twice).
+* approvals topic (key ``run_id``, co-partitioned with tasks): `ApprovalDecision`.
+* events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
+  per run by ``seq``.
+* results sink (key ``run_id``): one `RunResult` per finished run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.state import Budget, RunState
+
+__all__ = ["ApprovalDecision", "RunResult", "TaskRequest"]
+
+
+class TaskRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    run_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    goal: str = Field(min_length=1)
+    budget: Budget | None = None
+    """Overrides the agent's default budget for this run."""
+
+
+class ApprovalDecision(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    approved: bool
+    call_id: str = ""
+    """The call decided on; empty means whatever call the run is waiting on."""
+    by: str = "unknown"
+    reason: str | None = None
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    status: str
+    answer: str | None
+    reason: str | None
+    steps: int
+    model_calls: int
+    tokens: int
+    cost_usd: float
+    effects: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, state: RunState) -> RunResult:
+        return cls(
+            run_id=state.run_id,
+            status=state.status.value,
+            answer=state.answer,
+            reason=state.reason,
+            steps=state.step,
+            model_calls=state.usage.model_calls,
+            tokens=state.usage.tokens,
+            cost_usd=state.usage.cost_usd,
+            effects=[{"key": e.key, "tool": e.tool, "status": e.status} for e in state.effects],
+        )

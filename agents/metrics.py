@@ -1,0 +1,90 @@
+"""Every metric the agents package exports; one `AgentMetrics` per registry.
+
+Labels: ``pipeline``, ``operator`` (the agent's uid) and, where it applies, ``subtask``.
+"""
+
+from __future__ import annotations
+
+import threading
+from weakref import WeakKeyDictionary
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+
+__all__ = ["AgentMetrics"]
+
+_LABELS = ("pipeline", "operator", "subtask")
+_lock = threading.Lock()
+_by_registry: WeakKeyDictionary[CollectorRegistry, AgentMetrics] = WeakKeyDictionary()
+
+
+class AgentMetrics:
+    """The agent metrics of one registry (several subtasks of one worker share it)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.runs = Gauge(
+            "sluicegate_agent_runs",
+            "Runs held in state, by status",
+            [*_LABELS, "status"],
+            registry=registry,
+        )
+        self.runs_finished = Counter(
+            "sluicegate_agent_runs_finished_total",
+            "Runs that reached a final status",
+            [*_LABELS, "status"],
+            registry=registry,
+        )
+        self.steps = Counter(
+            "sluicegate_agent_steps_total", "Model steps taken", _LABELS, registry=registry
+        )
+        self.tokens = Counter(
+            "sluicegate_agent_model_tokens_total",
+            "Model tokens used, by kind (prompt, completion)",
+            [*_LABELS, "kind"],
+            registry=registry,
+        )
+        self.cost = Counter(
+            "sluicegate_agent_model_cost_usd_total",
+            "Model cost in US dollars",
+            _LABELS,
+            registry=registry,
+        )
+        self.effects = Counter(
+            "sluicegate_agent_effects_total",
+            "Effects settled through the journal, by kind and outcome "
+            "(executed, replayed, unknown)",
+            [*_LABELS, "kind", "outcome"],
+            registry=registry,
+        )
+        self.outcome_unknown = Counter(
+            "sluicegate_agent_outcome_unknown_total",
+            "Effects whose outcome could not be settled: the run failed closed (alert)",
+            _LABELS,
+            registry=registry,
+        )
+        self.journal_entries = Gauge(
+            "sluicegate_agent_journal_entries",
+            "Journal keys held in the local index, by status (issued, done)",
+            [*_LABELS, "status"],
+            registry=registry,
+        )
+        self.approvals_waiting = Gauge(
+            "sluicegate_agent_approvals_waiting",
+            "Runs waiting for a person's approval",
+            _LABELS,
+            registry=registry,
+        )
+        self.oldest_approval_wait = Gauge(
+            "sluicegate_agent_oldest_approval_wait_seconds",
+            "Age of the oldest pending approval request",
+            _LABELS,
+            registry=registry,
+        )
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry | None = None) -> AgentMetrics:
+        registry = registry or REGISTRY
+        with _lock:
+            metrics = _by_registry.get(registry)
+            if metrics is None:
+                metrics = _by_registry[registry] = cls(registry)
+            return metrics

@@ -1,0 +1,315 @@
+"""A :class:`~agents.model.ModelClient` for any chat-completions server, through the ``openai`` SDK.
+
+OpenAI itself, vLLM, Ollama, LM Studio and llama.cpp all speak ``POST /v1/chat/completions``;
+``base_url`` picks the server.
+
+Retries are ours, not the SDK's (the SDK is built with ``max_retries=0``): the SDK ignores
+``Retry-After: 0`` and always waits at least ~0.4 s, its backoff base cannot be configured,
+and its retries are invisible to our logs. Ours retry 408, 429, 5xx, timeouts and connection
+failures up to ``max_retries`` times; each wait is the server's ``Retry-After`` (seconds, 0
+included) when it sent one, else ``backoff_s * 2**attempt`` capped at ``max_backoff_s``, minus
+up to 25 % jitter. A ``Retry-After`` above one minute ends the retries at once: the step is
+better retried later by the caller. Every attempt carries the same ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import random
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+import pydantic
+from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, AsyncOpenAI, omit
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageParam,
+)
+
+from agents.model import ChatMessage, ModelResponse, ToolCall, ToolSchema, Usage
+from agents.models.exceptions import (
+    ModelRequestError,
+    ModelResponseError,
+    ModelUnavailableError,
+)
+from agents.models.pricing import Price
+from operators.exceptions import ConfigError
+
+__all__ = ["MAX_RETRY_AFTER_S", "OpenAIModel"]
+
+logger = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER_S = 60.0
+"""The longest ``Retry-After`` the client waits out; a longer one ends the retries."""
+
+# Local servers want some key, any key.
+_PLACEHOLDER_KEY = "not-needed"
+
+
+class OpenAIModel:
+    """Calls a chat-completions server through ``openai.AsyncOpenAI``.
+
+    ``api_key`` falls back to ``$OPENAI_API_KEY``, then to a placeholder that local servers
+    accept. The key is never logged, and ``repr`` masks it. Close the client with
+    :meth:`aclose` or use it as an async context manager.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60,
+        max_retries: int = 4,
+        price: Price = Price(),  # noqa: B008 - Price is frozen
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+    ) -> None:
+        if not model:
+            raise ConfigError("model", "must name a model")
+        if timeout_s <= 0:
+            raise ConfigError("timeout_s", f"must be > 0, got {timeout_s}")
+        if max_retries < 0:
+            raise ConfigError("max_retries", f"must be >= 0, got {max_retries}")
+        if backoff_s < 0 or max_backoff_s < backoff_s:
+            problem = f"need 0 <= backoff_s <= max_backoff_s, got {backoff_s}, {max_backoff_s}"
+            raise ConfigError("backoff_s", problem)
+        self._model = model
+        self._price = price
+        self._max_retries = max_retries
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._client = AsyncOpenAI(
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+        )
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The server's base URL, e.g. ``http://localhost:8000/v1/``."""
+        return str(self._client.base_url)
+
+    @property
+    def price(self) -> Price:
+        """What this model's tokens cost."""
+        return self._price
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel(model={self._model!r}, base_url={self.base_url!r}, api_key='***')"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSchema],
+        *,
+        idempotency_key: str,
+    ) -> ModelResponse:
+        """Ask the model for its next message.
+
+        1. Convert ``messages`` and ``tools`` to the wire format (``ValueError`` for a tool
+           message without ``tool_call_id``, before anything is sent).
+        2. Send, retrying transient failures as the module docstring describes; raise
+           :class:`ModelUnavailableError` when they persist, :class:`ModelRequestError` at once
+           for any other 4xx.
+        3. Convert the first choice and the usage, priced with ``price``
+           (:class:`ModelResponseError` if the answer cannot be read).
+        """
+        wire_messages = [_message_to_wire(m) for m in messages]
+        wire_tools = [_tool_to_wire(t) for t in tools]
+        completion = await self._send(wire_messages, wire_tools, idempotency_key)
+        return _response_from_wire(completion, self._price, self._model)
+
+    async def _send(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        tools: list[ChatCompletionFunctionToolParam],
+        idempotency_key: str,
+    ) -> ChatCompletion:
+        attempt = 0
+        while True:
+            try:
+                return await self._client.chat.completions.create(
+                    model=self._model,
+                    messages=messages,
+                    # Servers refuse an empty tools array; leave the field out instead.
+                    tools=tools or omit,
+                    extra_headers={"Idempotency-Key": idempotency_key},
+                )
+            except APIStatusError as error:
+                failure = _status_failure(error)
+                cause: APIError = error
+            except APIConnectionError as error:
+                failure = _connection_failure(error)
+                cause = error
+            except APIError as error:
+                raise ModelResponseError(error.message) from error
+            if isinstance(failure, ModelRequestError) or attempt >= self._max_retries:
+                raise failure from cause
+            delay = self._delay(attempt, failure.retry_after_s)
+            if delay is None:
+                raise failure from cause
+            attempt += 1
+            logger.warning(
+                "model call failed (%s), retry %d of %d in %.2fs",
+                failure,
+                attempt,
+                self._max_retries,
+                delay,
+                extra={"model": self._model, "status": failure.status, "attempt": attempt},
+            )
+            await asyncio.sleep(delay)
+
+    def _delay(self, attempt: int, retry_after_s: float | None) -> float | None:
+        """Seconds to wait before retry ``attempt + 1``; None to stop retrying."""
+        if retry_after_s is not None:
+            return retry_after_s if retry_after_s <= MAX_RETRY_AFTER_S else None
+        backoff = min(self._backoff_s * 2.0**attempt, self._max_backoff_s)
+        return backoff * (1 - 0.25 * random.random())
+
+
+def _is_transient(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def _status_failure(error: APIStatusError) -> ModelUnavailableError | ModelRequestError:
+    message = _server_message(error)
+    if not _is_transient(error.status_code):
+        return ModelRequestError(error.status_code, message)
+    retry_after = _retry_after_s(error.response.headers.get("retry-after"))
+    return ModelUnavailableError(error.status_code, message, retry_after)
+
+
+def _server_message(error: APIStatusError) -> str:
+    """The server's own words: ``error.message`` of an OpenAI-shaped body, else the SDK's."""
+    # The SDK has already unwrapped ``{"error": {...}}`` into ``body``.
+    body = error.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return error.message
+
+
+def _connection_failure(error: APIConnectionError) -> ModelUnavailableError:
+    if isinstance(error, APITimeoutError):
+        return ModelUnavailableError(None, "request timed out")
+    reason = f": {error.__cause__}" if error.__cause__ is not None else ""
+    return ModelUnavailableError(None, f"{error.message}{reason}")
+
+
+def _retry_after_s(header: str | None) -> float | None:
+    """``Retry-After`` in seconds; None if absent or not a number (HTTP dates are ignored)."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _message_to_wire(message: ChatMessage) -> ChatCompletionMessageParam:
+    content = message.content or ""
+    match message.role:
+        case "system":
+            return {"role": "system", "content": content}
+        case "user":
+            return {"role": "user", "content": content}
+        case "tool":
+            if message.tool_call_id is None:
+                raise ValueError("a tool message needs the tool_call_id of the call it answers")
+            return {"role": "tool", "content": content, "tool_call_id": message.tool_call_id}
+        case "assistant":
+            wire: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+            # An assistant message that only calls tools may have no content.
+            if message.content is not None or not message.tool_calls:
+                wire["content"] = content
+            if message.tool_calls:
+                wire["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            return wire
+
+
+def _tool_to_wire(tool: ToolSchema) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def _response_from_wire(completion: ChatCompletion, price: Price, model: str) -> ModelResponse:
+    # The SDK builds responses without validating them, so every field may be missing.
+    if not completion.choices:
+        raise ModelResponseError("the response has no choices")
+    answer = completion.choices[0].message
+    try:
+        message = ChatMessage(
+            role="assistant",
+            # A refusal is the model's answer too; keep it rather than an empty message.
+            content=answer.content if answer.content is not None else answer.refusal,
+            tool_calls=_tool_calls_from_wire(answer.tool_calls or ()),
+        )
+        usage = completion.usage
+        prompt_tokens = usage.prompt_tokens if usage is not None else 0
+        completion_tokens = usage.completion_tokens if usage is not None else 0
+        return ModelResponse(
+            message=message,
+            usage=Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=price.cost(prompt_tokens, completion_tokens),
+            ),
+            model=completion.model or model,
+        )
+    except (pydantic.ValidationError, AttributeError, TypeError) as error:
+        raise ModelResponseError(f"malformed chat completion: {error}") from error
+
+
+def _tool_calls_from_wire(calls: Sequence[object]) -> tuple[ToolCall, ...]:
+    converted = []
+    for call in calls:
+        if not isinstance(call, ChatCompletionMessageFunctionToolCall):
+            kind = getattr(call, "type", type(call).__name__)
+            raise ModelResponseError(f"tool call of kind {kind!r}; only function calls are known")
+        converted.append(
+            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
+        )
+    return tuple(converted)

@@ -1,0 +1,378 @@
+"""`AgentOperator`: agent runs as a stateful stream operator.
+
+Each run lives in the keyed state of its tasks partition (`RunState` under ``run/<run_id>``)
+and moves one action at a time: a task record starts it, then each wake-up performs exactly one
+action of `agents.run.next_action` (one model call, one tool call, or one safe-point write)
+and wakes the run again. Between two actions the run is at a safe point, which is the only
+moment a snapshot can see, because the engine snapshots only between calls.
+
+Every model and tool call goes through the effect journal (`agents.journal.perform`) with an
+attempt-independent key, so after a restore the re-driven run gets the recorded results and
+takes the same decisions, and effects are not repeated.
+
+Fault points (for tests, see `agents.faults`): ``tool.before_call``, ``tool.after_call``,
+``model.before_call``, ``model.after_call``; ``tool.after_call`` is the moment between a
+tool's effect and its journal ``done`` write.
+
+Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
+completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
+(`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from agents import run as machine
+from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics
+from agents.faults import fault_point
+from agents.journal import (
+    EffectKind,
+    EffectResult,
+    EffectUnknown,
+    Journal,
+    KafkaJournal,
+    OnUnknown,
+    perform,
+)
+from agents.messages import ApprovalDecision, RunResult, TaskRequest
+from agents.metrics import AgentMetrics
+from agents.model import ModelClient, ModelResponse
+from agents.state import RunState, RunStatus, run_key
+from agents.tools import ToolContext, tool_schemas
+from operators.api import Context, OpenContext, Operator, Record
+from operators.exceptions import RetryableError
+from operators.state.store import PartitionState
+
+__all__ = ["JOURNAL_LAG", "AgentOperator"]
+
+logger = logging.getLogger(__name__)
+
+JOURNAL_LAG = 2
+_MAX_BACKOFF_S = 30.0
+
+
+class AgentOperator(Operator):
+    """One subtask's share of an agent's runs; see the module docstring."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        topics: AgentTopics,
+        *,
+        pipeline: str,
+        journal: Journal | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.agent, self.topics, self.pipeline = agent, topics, pipeline
+        self._tools = {t.name: t for t in agent.tools}
+        self._schemas = tool_schemas(agent.tools)
+        self._journal = journal
+        self._kafka_journal: KafkaJournal | None = None
+        self._registry = registry
+        self._clock = clock
+        self._model: ModelClient | None = None
+        self._attempt = 0
+        self._subtask = ""
+        self._retries: Counter[str] = Counter()
+        self._finished: list[tuple[str, int]] = []  # since the last snapshot
+        self._forget: list[tuple[int, list[tuple[str, int]]]] = []  # (checkpoint, runs)
+        self._statuses: dict[str, RunStatus] = {}
+        self._waiting_since: dict[str, float] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self, ctx: OpenContext) -> None:
+        """Start the journal, then re-drive every run whose restored state has work pending."""
+        self._attempt, self._subtask = ctx.attempt, ctx.subtask
+        self._metrics = AgentMetrics.of(self._registry)
+        self._labels = (self.pipeline, self.agent.name, ctx.subtask)
+        partitions = [p for t, p in ctx.input_partitions if t == self.topics.tasks]
+        if self._journal is None:
+            topic = ctx.owned_topic(JOURNAL_SUFFIX)
+            journal = KafkaJournal(ctx.bootstrap, topic, partitions)
+            await journal.start()
+            self._kafka_journal = journal
+            self._journal = journal
+        self._model = self.agent.make_model()
+        restored: list[tuple[str, int]] = []
+        for partition in partitions:
+            for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
+                state = RunState.decode(value)
+                self._track(state)
+                if state.status is RunStatus.RUNNING:
+                    ctx.wake(self.topics.tasks, partition, state.run_id.encode())
+                elif state.status is RunStatus.WAITING_APPROVAL:
+                    delay = self._approval_timeout_in(state)
+                    if delay is not None:
+                        ctx.wake(self.topics.tasks, partition, state.run_id.encode(), after_s=delay)
+                else:
+                    restored.append((state.run_id, partition))
+        # Finished runs in the restored checkpoint: their entries may still be journaled.
+        self._finished.extend(restored)
+        logger.info(
+            "%s: %d runs restored (%s)", ctx.subtask, len(self._statuses), dict(self._counts())
+        )
+
+    def on_snapshot(self, checkpoint_id: int) -> None:
+        if self._finished:
+            self._forget.append((checkpoint_id, self._finished))
+            self._finished = []
+
+    async def on_completed(self, checkpoint_id: int) -> None:
+        assert self._journal is not None
+        while self._forget and self._forget[0][0] + JOURNAL_LAG <= checkpoint_id:
+            _, runs = self._forget.pop(0)
+            for run_id, partition in runs:
+                await self._journal.forget_run(run_id, partition=partition)
+        self._export_journal_counts()
+
+    async def close(self) -> None:
+        if self._kafka_journal is not None:
+            await self._kafka_journal.stop()
+        close = getattr(self._model, "aclose", None)
+        if close is not None:
+            await close()
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    async def process(self, record: Record, ctx: Context) -> None:
+        if record.topic == self.topics.tasks:
+            self._on_task(TaskRequest.model_validate_json(record.value), ctx)
+        else:
+            self._on_decision(ApprovalDecision.model_validate_json(record.value), ctx)
+
+    def _on_task(self, task: TaskRequest, ctx: Context) -> None:
+        if ctx.state.get(run_key(task.run_id)) is not None:
+            logger.info("run %s exists: task record ignored", task.run_id)
+            return
+        budget = task.budget or self.agent.budget
+        start = machine.start_run(
+            task.run_id, task.goal, self.agent.instructions, budget, self._clock()
+        )
+        self._save(start, ctx.state, ctx)
+        ctx.wake(task.run_id.encode())
+
+    def _on_decision(self, decision: ApprovalDecision, ctx: Context) -> None:
+        tasks = ctx.state_of(self.topics.tasks)
+        raw = tasks.get(run_key(decision.run_id))
+        if raw is None:
+            raise ValueError(f"approval for unknown run {decision.run_id!r}")
+        state = RunState.decode(raw)
+        step = machine.decide_approval(
+            state, decision.call_id, decision.approved, decision.by, decision.reason, self._clock()
+        )
+        if step is None:
+            logger.info("run %s: decision ignored (no matching pending call)", decision.run_id)
+            return
+        self._save(step, tasks, ctx)
+        ctx.wake(decision.run_id.encode(), topic=self.topics.tasks)
+
+    # -- driving a run --------------------------------------------------------------------
+
+    async def on_wake(self, key: bytes, ctx: Context) -> None:
+        """Perform one action of run ``key`` and, if it has more to do, wake it again."""
+        raw = ctx.state.get(run_key(key.decode()))
+        if raw is None:
+            return
+        state = RunState.decode(raw)
+        action = machine.next_action(state, self._tools)
+        now = self._clock()
+        try:
+            step = await self._perform(state, action, ctx, now)
+        except RetryableError as exc:
+            self._retries[state.run_id] += 1
+            delay = min(_MAX_BACKOFF_S, 0.5 * 2 ** self._retries[state.run_id])
+            logger.warning("run %s: %s; retrying in %.1f s", state.run_id, exc, delay)
+            ctx.wake(key, after_s=delay)
+            return
+        self._retries.pop(state.run_id, None)
+        if step is None:
+            delay = self._approval_timeout_in(state)
+            if state.status is RunStatus.WAITING_APPROVAL and delay is not None:
+                ctx.wake(key, after_s=delay)  # woken early: keep the timeout
+            return
+        self._save(step, ctx.state, ctx)
+        if step.state.status is RunStatus.RUNNING:
+            ctx.wake(key)
+        elif step.state.status is RunStatus.WAITING_APPROVAL:
+            delay = self._approval_timeout_in(step.state)
+            if delay is not None:
+                ctx.wake(key, after_s=delay)
+
+    async def _perform(
+        self, state: RunState, action: machine.Action, ctx: Context, now: float
+    ) -> machine.Transition | None:
+        if isinstance(action, machine.Idle):
+            return self._maybe_time_out(state, now)
+        if isinstance(action, machine.Fail):
+            return machine.fail(state, action.reason, now)
+        if isinstance(action, machine.CallModel):
+            return await self._call_model(state, action, ctx, now)
+        if isinstance(action, machine.RejectCall):
+            return machine.reject_call(state, action, now)
+        if isinstance(action, machine.AskApproval):
+            return machine.ask_approval(state, action, now)
+        if isinstance(action, machine.RecordIntent):
+            return machine.record_intent(state, action, now)
+        return await self._call_tool(state, action, ctx, now)
+
+    async def _call_model(
+        self, state: RunState, action: machine.CallModel, ctx: Context, now: float
+    ) -> machine.Transition:
+        assert self._model is not None
+        model = self._model
+        messages, schemas = list(state.messages), self._schemas
+
+        async def call() -> Any:
+            response = await model.complete(messages, schemas, idempotency_key=action.key)
+            return response.model_dump(mode="json")
+
+        outcome = await self._effect(state, ctx, EffectKind.MODEL, self.agent.model_name,
+                                     action.key, {}, OnUnknown.RETRY, call, None)  # fmt: skip
+        assert isinstance(outcome, EffectResult)  # a model call can always be retried
+        if outcome.error is not None:
+            return machine.fail(state, f"model_error: {outcome.error}", now)
+        response = ModelResponse.model_validate(outcome.value)
+        if not outcome.replayed:
+            usage, labels = response.usage, self._labels
+            self._metrics.steps.labels(*labels).inc()
+            self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
+            self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
+            self._metrics.cost.labels(*labels).inc(usage.cost_usd)
+        return machine.after_model(state, response, now)
+
+    async def _call_tool(
+        self, state: RunState, action: machine.CallTool, ctx: Context, now: float
+    ) -> machine.Transition:
+        tool = action.tool
+        tool_ctx = ToolContext(state.run_id, state.step, action.key)
+
+        async def call() -> Any:
+            return await tool.call(tool_ctx, action.arguments)
+
+        lookup = None
+        if tool.lookup is not None:
+            find = tool.lookup
+
+            async def lookup_call() -> Any:
+                return await find(tool_ctx)
+
+            lookup = lookup_call
+        outcome = await self._effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
+                                     action.arguments, tool.on_unknown, call, lookup)  # fmt: skip
+        if isinstance(outcome, EffectUnknown):
+            self._metrics.outcome_unknown.labels(*self._labels).inc()
+            logger.error(
+                "run %s: outcome of %s (%s) is unknown and %s cannot settle it: run parked",
+                state.run_id, tool.name, action.key, tool.on_unknown.value,
+            )  # fmt: skip
+            failed = state.model_copy(
+                update={"effects": tuple(
+                    e.model_copy(update={"status": "unknown"}) if e.key == action.key else e
+                    for e in state.effects
+                )}
+            )  # fmt: skip
+            return machine.fail(failed, "outcome_unknown", now)
+        return machine.after_tool(state, action, outcome.value, outcome.error, now)
+
+    async def _effect(
+        self,
+        state: RunState,
+        ctx: Context,
+        kind: EffectKind,
+        name: str,
+        key: str,
+        request: dict[str, Any],
+        on_unknown: OnUnknown,
+        call: Callable[[], Any],
+        lookup: Callable[[], Any] | None,
+    ) -> EffectResult | EffectUnknown:
+        assert self._journal is not None
+        outcome = await perform(
+            self._journal,
+            key=key,
+            run_id=state.run_id,
+            partition=ctx.partition,
+            kind=kind,
+            name=name,
+            request=request,
+            attempt=self._attempt,
+            on_unknown=on_unknown,
+            call=call,
+            lookup=lookup,
+            fault=lambda point: fault_point(f"{kind.value}.{point.removeprefix('effect.')}"),
+        )
+        if isinstance(outcome, EffectUnknown):
+            result = "unknown"
+        else:
+            result = "replayed" if outcome.replayed else "executed"
+        self._metrics.effects.labels(*self._labels, kind.value, result).inc()
+        return outcome
+
+    # -- safe points ----------------------------------------------------------------------
+
+    def _save(self, step: machine.Transition, state: PartitionState, ctx: Context) -> None:
+        """Write the run, append its history, publish its event (and result, if finished)."""
+        run = step.state
+        key = run.run_id.encode()
+        state.put(run_key(run.run_id), run.encode())
+        history = {k: step.event[k] for k in ("seq", "step", "type", "status")}
+        state.put(
+            b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()
+        )
+        ctx.emit(self.topics.events, json.dumps(step.event, sort_keys=True).encode(), key=key)
+        if run.status.finished:
+            ctx.emit(self.topics.results, RunResult.of(run).model_dump_json().encode(), key=key)
+            self._finished.append((run.run_id, ctx.partition))
+            self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
+        self._track(run)
+
+    def _track(self, run: RunState) -> None:
+        self._statuses[run.run_id] = run.status
+        if run.status is RunStatus.WAITING_APPROVAL and run.pending_approval is not None:
+            self._waiting_since[run.run_id] = run.pending_approval.proposed_at
+        else:
+            self._waiting_since.pop(run.run_id, None)
+        if not hasattr(self, "_metrics"):
+            return
+        counts = self._counts()
+        for status in RunStatus:
+            self._metrics.runs.labels(*self._labels, status.value).set(counts.get(status, 0))
+        self._metrics.approvals_waiting.labels(*self._labels).set(len(self._waiting_since))
+        oldest = min(self._waiting_since.values(), default=None)
+        age = 0.0 if oldest is None else max(0.0, self._clock() - oldest)
+        self._metrics.oldest_approval_wait.labels(*self._labels).set(age)
+
+    def _counts(self) -> Counter[RunStatus]:
+        return Counter(self._statuses.values())
+
+    def _export_journal_counts(self) -> None:
+        assert self._journal is not None
+        for status, count in self._journal.entries_by_status().items():
+            self._metrics.journal_entries.labels(*self._labels, status).set(count)
+
+    # -- approval timeouts ----------------------------------------------------------------
+
+    def _approval_timeout_in(self, state: RunState) -> float | None:
+        timeout = self.agent.approval_timeout_s
+        if timeout is None or state.pending_approval is None:
+            return None
+        return max(0.0, state.pending_approval.proposed_at + timeout - self._clock())
+
+    def _maybe_time_out(self, state: RunState, now: float) -> machine.Transition | None:
+        delay = self._approval_timeout_in(state)
+        if delay is None or delay > 0 or state.status is not RunStatus.WAITING_APPROVAL:
+            return None
+        if self.agent.on_approval_timeout == "fail":
+            return machine.fail(state, "approval_timeout", now)
+        reason = f"no decision within {self.agent.approval_timeout_s} s"
+        return machine.decide_approval(state, "", False, "timeout", reason, now)

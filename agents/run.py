@@ -1,0 +1,311 @@
+"""The run state machine, sans-IO: what a run does next, and the state after each safe point.
+
+`next_action` reads a `RunState` and returns one action; the runtime performs it (through the
+journal) and applies its outcome with one of the transition functions, each returning the new
+state and the event to publish. Nothing here does I/O or reads a clock (``now`` is passed in).
+
+Status transitions (`ALLOWED`)::
+
+    running           -> running | waiting_approval | done | failed | cancelled
+    waiting_approval  -> running | failed | cancelled
+    done | failed | cancelled -> (none: finished runs never change)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agents.journal import effect_key
+from agents.model import ChatMessage, ModelResponse, ToolCall
+from agents.state import EffectRecord, PendingApproval, RunState, RunStatus
+from agents.tools import Tool, ToolArgumentsError, ToolKind
+
+__all__ = [
+    "ALLOWED",
+    "AskApproval",
+    "CallModel",
+    "CallTool",
+    "Event",
+    "Fail",
+    "Idle",
+    "RecordIntent",
+    "RejectCall",
+    "Transition",
+    "after_model",
+    "after_tool",
+    "ask_approval",
+    "budget_exceeded",
+    "decide_approval",
+    "fail",
+    "next_action",
+    "record_intent",
+    "reject_call",
+    "start_run",
+]
+
+ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.RUNNING: frozenset(RunStatus),
+    RunStatus.WAITING_APPROVAL: frozenset(
+        {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.DONE: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing to do until an input arrives (finished, or waiting for a person)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RejectCall:
+    """The call cannot run (unknown tool, bad arguments): the model is told why."""
+
+    call: ToolCall
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class AskApproval:
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIntent:
+    """The safe point before a tool with an effect runs."""
+
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallTool:
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+    key: str
+
+
+Action = Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    state: RunState
+    event: Event
+
+
+def start_run(run_id: str, goal: str, instructions: str, budget: Any, now: float) -> Transition:
+    messages = (
+        ChatMessage(role="system", content=instructions),
+        ChatMessage(role="user", content=goal),
+    )
+    state = RunState(
+        run_id=run_id,
+        goal=goal,
+        messages=messages,
+        budget=budget,
+        created_at=now,
+        updated_at=now,
+    )
+    return _emit(state, {"type": "started", "goal": goal})
+
+
+def budget_exceeded(state: RunState) -> str | None:
+    """The first budget a next model call would exceed, as a reason; None if within all."""
+    budget, usage = state.budget, state.usage
+    if state.step >= budget.max_steps:
+        return f"budget_exceeded: max_steps {budget.max_steps} reached"
+    if budget.max_cost_usd is not None and usage.cost_usd >= budget.max_cost_usd:
+        return f"budget_exceeded: cost {usage.cost_usd:.6f} >= {budget.max_cost_usd} USD"
+    if budget.max_tokens is not None and usage.tokens >= budget.max_tokens:
+        return f"budget_exceeded: tokens {usage.tokens} >= {budget.max_tokens}"
+    return None
+
+
+def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
+    """What the run does next."""
+    if state.status is not RunStatus.RUNNING:
+        return Idle()
+    if not state.pending_calls:
+        reason = budget_exceeded(state)
+        if reason is not None:
+            return Fail(reason)
+        return CallModel(effect_key(state.run_id, state.step + 1, "model"))
+    call = state.pending_calls[0]
+    tool = tools.get(call.name)
+    if tool is None:
+        return RejectCall(call, f"unknown tool {call.name!r}; tools: {sorted(tools)}")
+    try:
+        arguments = tool.parse(call.arguments)
+    except ToolArgumentsError as exc:
+        return RejectCall(call, str(exc))
+    key = effect_key(state.run_id, state.step, state.call_index)
+    # Approval is of this effect (its key), not of a call id a model may reuse.
+    if tool.needs_approval and key not in state.approved_calls:
+        return AskApproval(call, tool, arguments, key)
+    if tool.kind is not ToolKind.READ_ONLY and not any(e.key == key for e in state.effects):
+        return RecordIntent(call, tool, arguments, key)
+    return CallTool(call, tool, arguments, key)
+
+
+def after_model(state: RunState, response: ModelResponse, now: float) -> Transition:
+    """Safe point: the model answered step ``state.step + 1``."""
+    message = response.message
+    step = state.step + 1
+    base = state.model_copy(
+        update={
+            "step": step,
+            "messages": (*state.messages, message),
+            "usage": state.usage.add(response.usage),
+            "updated_at": now,
+        }
+    )
+    event: Event = {
+        "type": "model",
+        "step": step,
+        "tool_calls": [c.name for c in message.tool_calls],
+        "prompt_tokens": response.usage.prompt_tokens,
+        "completion_tokens": response.usage.completion_tokens,
+        "cost_usd": response.usage.cost_usd,
+    }
+    if message.tool_calls:
+        state = base.model_copy(update={"pending_calls": message.tool_calls, "call_index": 0})
+        return _emit(state, event)
+    done = _finish(base, RunStatus.DONE, None, answer=message.content or "")
+    return _emit(done, event | {"status": "done"})
+
+
+def record_intent(state: RunState, action: RecordIntent, now: float) -> Transition:
+    """Safe point before a tool with an effect runs."""
+    irreversible = action.tool.kind is ToolKind.IRREVERSIBLE
+    kind: Literal["reversible", "irreversible"] = "irreversible" if irreversible else "reversible"
+    effect = EffectRecord(
+        key=action.key,
+        tool=action.tool.name,
+        call_id=action.call.id,
+        step=state.step,
+        arguments=action.arguments,
+        kind=kind,
+        compensate=action.tool.compensate,
+    )
+    state = state.model_copy(update={"effects": (*state.effects, effect), "updated_at": now})
+    return _emit(state, {"type": "effect_issued", "tool": action.tool.name, "key": action.key})
+
+
+def after_tool(
+    state: RunState, action: CallTool, result: Any, error: str | None, now: float
+) -> Transition:
+    """Safe point: a tool's result (or its permanent failure) is recorded."""
+    content = f"error: {error}" if error is not None else json.dumps(result, sort_keys=True)
+    effects = tuple(
+        e.model_copy(update={"status": "failed" if error else "done", "result": result})
+        if e.key == action.key
+        else e
+        for e in state.effects
+    )
+    state = _pop_call(state, action.call, content, now).model_copy(update={"effects": effects})
+    event: Event = {"type": "tool", "tool": action.tool.name, "key": action.key}
+    if error is not None:
+        event["error"] = error
+    return _emit(state, event)
+
+
+def reject_call(state: RunState, action: RejectCall, now: float) -> Transition:
+    state = _pop_call(state, action.call, f"error: {action.error}", now)
+    return _emit(state, {"type": "tool_rejected", "tool": action.call.name, "error": action.error})
+
+
+def ask_approval(state: RunState, action: AskApproval, now: float) -> Transition:
+    """Safe point: an irreversible call waits for a person."""
+    pending = PendingApproval(
+        call=action.call,
+        key=action.key,
+        tool=action.tool.name,
+        arguments=action.arguments,
+        proposed_at=now,
+    )
+    state = _status(state, RunStatus.WAITING_APPROVAL).model_copy(
+        update={"pending_approval": pending, "updated_at": now}
+    )
+    event: Event = {"type": "approval_requested", "tool": action.tool.name}
+    return _emit(state, event | {"call_id": action.call.id, "arguments": action.arguments})
+
+
+def decide_approval(
+    state: RunState, call_id: str, approved: bool, by: str, reason: str | None, now: float
+) -> Transition | None:
+    """Safe point: a person decided; None if the decision is not for the pending call."""
+    pending = state.pending_approval
+    if state.status is not RunStatus.WAITING_APPROVAL or pending is None:
+        return None
+    if call_id not in ("", pending.call.id):
+        return None
+    running = _status(state, RunStatus.RUNNING).model_copy(update={"pending_approval": None})
+    event: Event = {"type": "approval", "approved": approved, "by": by, "reason": reason}
+    if approved:
+        approved_calls = (*running.approved_calls, pending.key)
+        state = running.model_copy(update={"approved_calls": approved_calls, "updated_at": now})
+        return _emit(state, event)
+    content = f"rejected by {by}: {reason or 'no reason given'}"
+    return _emit(_pop_call(running, pending.call, content, now), event)
+
+
+def fail(state: RunState, reason: str, now: float) -> Transition:
+    failed = _finish(state, RunStatus.FAILED, reason).model_copy(update={"updated_at": now})
+    return _emit(failed, {"type": "status", "status": "failed", "reason": reason})
+
+
+def _pop_call(state: RunState, call: ToolCall, content: str, now: float) -> RunState:
+    assert state.pending_calls
+    assert state.pending_calls[0].id == call.id
+    message = ChatMessage(role="tool", content=content, tool_call_id=call.id)
+    return state.model_copy(
+        update={
+            "messages": (*state.messages, message),
+            "pending_calls": state.pending_calls[1:],
+            "call_index": state.call_index + 1,
+            "updated_at": now,
+        }
+    )
+
+
+def _finish(state: RunState, status: RunStatus, reason: str | None, **update: Any) -> RunState:
+    return _status(state, status).model_copy(
+        update={"reason": reason, "pending_calls": (), "pending_approval": None, **update}
+    )
+
+
+def _status(state: RunState, status: RunStatus) -> RunState:
+    if status not in ALLOWED[state.status]:
+        raise ValueError(f"run {state.run_id}: {state.status.value} -> {status.value} not allowed")
+    return state.model_copy(update={"status": status})
+
+
+def _emit(state: RunState, event: Event) -> Transition:
+    """Stamp the event with the run, its sequence number and step; count it in the state."""
+    stamped = {"run_id": state.run_id, "seq": state.events, "step": state.step, **event}
+    stamped.setdefault("status", state.status.value)
+    return Transition(state.model_copy(update={"events": state.events + 1}), stamped)

@@ -1,0 +1,147 @@
+"""`RunState`: everything an agent run is, as one versioned pydantic document (no pickle).
+
+A run's state is written only at safe points (after a model call returned, before a tool with
+an effect runs, after a tool's result is recorded, on a decision about an approval), so a
+snapshot never holds half a step. Stored as JSON under ``run/<run_id>`` in the keyed state of
+the run's tasks partition; each safe point also appends the control state to the run's history.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.model import ChatMessage, ToolCall, Usage
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Budget",
+    "EffectRecord",
+    "PendingApproval",
+    "RunState",
+    "RunStatus",
+    "RunUsage",
+    "run_key",
+]
+
+SCHEMA_VERSION: Literal[1] = 1
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class Budget(BaseModel):
+    """Limits enforced before each model call; None means no limit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_steps: int = Field(default=20, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class RunUsage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, usage: Usage) -> RunUsage:
+        return RunUsage(
+            model_calls=self.model_calls + 1,
+            prompt_tokens=self.prompt_tokens + usage.prompt_tokens,
+            completion_tokens=self.completion_tokens + usage.completion_tokens,
+            cost_usd=self.cost_usd + usage.cost_usd,
+        )
+
+
+class EffectRecord(BaseModel):
+    """One tool call with an effect, as the run knows it (the journal holds the truth)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    tool: str
+    call_id: str
+    step: int
+    arguments: dict[str, Any]
+    kind: Literal["reversible", "irreversible"]
+    compensate: str | None = None
+    status: Literal["issued", "done", "failed", "unknown"] = "issued"
+    result: Any = None
+
+
+class PendingApproval(BaseModel):
+    """A proposed irreversible call waiting for a person."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call: ToolCall
+    key: str
+    """The idempotency key the call will run under once approved."""
+    tool: str
+    arguments: dict[str, Any]
+    proposed_at: float
+
+
+class RunState(BaseModel):
+    """One agent run. ``schema_version`` tells a future upgrader what it reads."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    goal: str
+    status: RunStatus = RunStatus.RUNNING
+    reason: str | None = None
+    answer: str | None = None
+    messages: tuple[ChatMessage, ...] = ()
+    plan: tuple[str, ...] = ()
+    scratchpad: dict[str, Any] = Field(default_factory=dict)
+    step: int = 0
+    """Model calls made so far; step ``n``'s tool calls belong to the ``n``-th model reply."""
+    pending_calls: tuple[ToolCall, ...] = ()
+    """Tool calls of the last model reply not yet settled, in order."""
+    call_index: int = 0
+    """Index in the last model reply of ``pending_calls[0]``."""
+    approved_calls: tuple[str, ...] = ()
+    """Effect keys of irreversible calls a person approved."""
+    usage: RunUsage = Field(default_factory=RunUsage)
+    budget: Budget = Field(default_factory=Budget)
+    effects: tuple[EffectRecord, ...] = ()
+    pending_approval: PendingApproval | None = None
+    blobs: tuple[str, ...] = ()
+    """Handles of payloads stored by reference (large payloads; not used yet)."""
+    events: int = 0
+    """Events emitted so far: the next event's sequence number."""
+    created_at: float
+    updated_at: float
+
+    def encode(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> RunState:
+        return cls.model_validate_json(data)
+
+
+def run_key(run_id: str) -> bytes:
+    """The state key of a run."""
+    return b"run/" + run_id.encode()

@@ -1,0 +1,166 @@
+"""Tools an agent may call, declared with `@tool`.
+
+A tool is an async function whose first parameter is a `ToolContext` and whose other
+parameters, with their type hints, become the argument schema the model sees (via pydantic)::
+
+    @tool(kind=ToolKind.REVERSIBLE, compensate="reverse_refund", on_unknown=OnUnknown.LOOKUP,
+          lookup=find_refund)
+    async def issue_refund(ctx: ToolContext, order_id: str, amount: float) -> dict[str, Any]:
+        \"\"\"Refund ``amount`` of order ``order_id`` to the customer.\"\"\"
+        return await world.issue_refund(order_id, amount, ctx.run_id, key=ctx.idempotency_key)
+
+What a declaration promises, and what the runtime does with it:
+
+* ``kind``: ``read_only`` (no effect; safe to call again), ``reversible`` (names the tool that
+  ``compensate``\\ s it), ``irreversible`` (the run waits for a person's approval first).
+* ``on_unknown``: how to settle a call that was issued but whose result was never recorded
+  (the worker died in between): ``lookup`` asks ``lookup(ctx)`` whether the effect with this
+  idempotency key happened; ``retry`` calls again with the same key (the tool is idempotent);
+  ``fail`` neither: the run fails closed with reason ``outcome_unknown``.
+* The tool receives ``ctx.idempotency_key``; HTTP tools send it as ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from agents.journal import LookupResult, OnUnknown
+from agents.model import ToolSchema
+from operators.exceptions import FatalError
+
+__all__ = [
+    "Tool",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolDeclarationError",
+    "ToolKind",
+    "tool",
+    "tool_schemas",
+]
+
+
+class ToolKind(StrEnum):
+    READ_ONLY = "read_only"
+    REVERSIBLE = "reversible"
+    IRREVERSIBLE = "irreversible"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool call knows about itself."""
+
+    run_id: str
+    step: int
+    idempotency_key: str
+
+
+class ToolDeclarationError(FatalError):
+    """A `@tool` declaration is inconsistent; the message says how to fix it."""
+
+    def __init__(self, tool: str, problem: str) -> None:
+        super().__init__(f"tool {tool!r}: {problem}")
+        self.tool, self.problem = tool, problem
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not match the tool's schema (the model is told and goes on)."""
+
+
+ToolFunction = Callable[..., Awaitable[Any]]
+LookupFunction = Callable[[ToolContext], Awaitable[LookupResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A declared tool: the function, its argument model, and its promises."""
+
+    name: str
+    description: str
+    function: ToolFunction
+    arguments: type[BaseModel]
+    kind: ToolKind
+    on_unknown: OnUnknown
+    compensate: str | None = None
+    lookup: LookupFunction | None = None
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.kind is ToolKind.IRREVERSIBLE
+
+    def schema(self) -> ToolSchema:
+        parameters = self.arguments.model_json_schema()
+        parameters.pop("title", None)
+        return ToolSchema(name=self.name, description=self.description, parameters=parameters)
+
+    def parse(self, arguments: str) -> dict[str, Any]:
+        """Validate the model's JSON arguments; raise `ToolArgumentsError` saying what is wrong."""
+        try:
+            return self.arguments.model_validate_json(arguments or "{}").model_dump(mode="json")
+        except ValidationError as exc:
+            raise ToolArgumentsError(f"invalid arguments for {self.name}: {exc}") from exc
+
+    async def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        return await self.function(ctx, **arguments)
+
+
+def tool(
+    *,
+    kind: ToolKind = ToolKind.READ_ONLY,
+    on_unknown: OnUnknown | None = None,
+    compensate: str | None = None,
+    lookup: LookupFunction | None = None,
+    name: str | None = None,
+) -> Callable[[ToolFunction], Tool]:
+    """Declare an async function as a tool; see the module docstring."""
+
+    def declare(function: ToolFunction) -> Tool:
+        tool_name = name or function.__name__
+        if not inspect.iscoroutinefunction(function):
+            raise ToolDeclarationError(tool_name, "a tool is an async function")
+        policy = on_unknown
+        if policy is None:
+            policy = OnUnknown.RETRY if kind is ToolKind.READ_ONLY else OnUnknown.FAIL
+        if policy is OnUnknown.LOOKUP and lookup is None:
+            raise ToolDeclarationError(tool_name, "on_unknown=lookup needs a lookup function")
+        if kind is ToolKind.REVERSIBLE and not compensate:
+            raise ToolDeclarationError(tool_name, "a reversible tool names its compensating tool")
+        if kind is not ToolKind.REVERSIBLE and compensate:
+            raise ToolDeclarationError(tool_name, "only a reversible tool has a compensation")
+        return Tool(
+            name=tool_name,
+            description=inspect.getdoc(function) or tool_name,
+            function=function,
+            arguments=_arguments_model(tool_name, function),
+            kind=kind,
+            on_unknown=policy,
+            compensate=compensate,
+            lookup=lookup,
+        )
+
+    return declare
+
+
+def tool_schemas(tools: Sequence[Tool]) -> list[ToolSchema]:
+    return [t.schema() for t in tools]
+
+
+def _arguments_model(tool_name: str, function: ToolFunction) -> type[BaseModel]:
+    hints = get_type_hints(function)
+    params = list(inspect.signature(function).parameters.values())
+    if not params or hints.get(params[0].name) is not ToolContext:
+        raise ToolDeclarationError(tool_name, "the first parameter is `ctx: ToolContext`")
+    fields: dict[str, Any] = {}
+    for param in params[1:]:
+        if param.name not in hints:
+            raise ToolDeclarationError(tool_name, f"parameter {param.name!r} has no type hint")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    return model

@@ -1,0 +1,430 @@
+"""Durable agent steps per second, and the per-step cost of durability, vs LangGraph + SQLite.
+
+    uv run --frozen python -m bench.agent_steps [--runs 20] [--steps 40] [--interval 1]
+        [--parallelism 2] [--fetch-timeout-ms 50]
+
+One agent whose scripted model (no latency) makes a ``--steps``-step run: ``steps - 1`` model
+calls each asking for one read-only in-process tool call (``add(a, b)``), then a final answer.
+A step is one model call and the tool call it asked for. Measured, in this order:
+
+1. **LocalJob**: the agent in a pipeline (4 partitions, ``--parallelism`` subtasks) run by
+   `LocalJob` with a checkpoint every ``--interval`` s. ``--runs`` tasks are submitted at once;
+   steps/s = runs x steps / (submit → last result read from the results sink, read_committed),
+   and also over the first model call → the last final answer (the engine's own pace, without
+   the wait for the checkpoint that publishes the results). Every model and tool call is
+   journaled (``issued`` then ``done``, each awaited with ``acks=all``) in the compacted journal
+   topic; every safe point writes the run to the subtask's RocksDB (pending batch, made durable
+   by the next checkpoint) and its event/result to the exactly-once sinks' write-ahead state.
+2. **Direct, one run at a time** (less noisy): the same run through `agents.run` with the model
+   and tool called directly and nothing persisted (``plain``); then an `AgentOperator` driven
+   by hand (its ``process`` and ``on_wake``, as a subtask would call them) over a
+   `RocksDBStateStore` whose batch is applied after every call, with an `InMemoryJournal` and
+   with a `KafkaJournal`. Per-step overhead of durability = Kafka-journal ms/step - plain.
+3. **LangGraph** (``bench/langgraph_steps.py``, in a throwaway environment made by ``uv run
+   --isolated --no-project --with langgraph==… --with langgraph-checkpoint-sqlite==…``; nothing
+   from LangGraph is imported here): the same policy as a `StateGraph` (``model`` and ``tool``
+   nodes, a conditional edge back) compiled with `SqliteSaver` on a file, ``durability="sync"``,
+   a thread id per run; runs one after another, and all at once with `AsyncSqliteSaver`; also
+   without a checkpointer, for its own per-step overhead. If uv cannot fetch LangGraph it
+   prints ``langgraph: unavailable (<reason>)`` instead.
+
+What is not comparable:
+
+* LangGraph's checkpoint is a local SQLite transaction per super-step (WAL mode; the pragmas
+  are printed: ``synchronous=2`` is FULL, an fsync per commit) of the whole graph state. Ours
+  is four appends per step to a replicated log, each awaited with ``acks=all`` before the call
+  goes on, plus RocksDB. On the development broker (one replica, no fsync: Kafka relies on
+  replication) ``acks=all`` means the leader's page cache; on a real cluster it means every
+  in-sync replica, over the network.
+* Our results are exactly-once (published in a Kafka transaction when the checkpoint covering
+  them completes: up to one interval later), and a crashed run resumes from its last safe point
+  without repeating an effect; LangGraph resumes from its last checkpoint with no record of a
+  tool call made after it.
+* LocalJob runs all runs at once in one process; LangGraph's row runs them one after another
+  (and, for comparison, concurrently). Neither side does any real model or tool work, so this
+  measures framework + persistence cost only; a real model call (seconds) dwarfs both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from agents import run as machine
+from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics, add_agent
+from agents.client import submit_tasks
+from agents.journal import InMemoryJournal, Journal, KafkaJournal
+from agents.messages import TaskRequest
+from agents.model import ChatMessage, ToolCall
+from agents.models.scripted import ScriptedModel
+from agents.operator import AgentOperator
+from agents.state import Budget, RunState, RunStatus, run_key
+from agents.tools import ToolContext, tool
+from bench.processes import kafka_bootstrap
+from bench.table import print_table
+from coordinator.demo import read_sink
+from coordinator.local import LocalJob
+from operators.api import Record
+from operators.graph import JobGraph
+from operators.pipeline import Pipeline
+from operators.runtime.context import OperatorOpenContext, RecordContext
+from operators.runtime.subtask import SubtaskSettings
+from operators.runtime.topics import ensure_topics
+from operators.runtime.wakes import WakeUp
+from operators.state.rocksdb import RocksDBStateStore
+from operators.storage import open_storage
+
+PARTITIONS = 4  # what coordinator.demo.read_sink reads
+LANGGRAPH = ("langgraph==1.2.24", "langgraph-checkpoint-sqlite==3.1.2")
+_REPO = Path(__file__).resolve().parent.parent
+INSTRUCTIONS = "You add numbers with the add tool, then answer."
+
+
+@tool()
+async def add(ctx: ToolContext, a: int, b: int) -> int:
+    """Return ``a + b``."""
+    return a + b
+
+
+@dataclass(slots=True)
+class Window:
+    """When the first model call of any run started and the last final answer was written."""
+
+    first: float | None = None
+    last: float = 0.0
+
+
+def counting_agent(steps: int, window: Window | None = None) -> Agent:
+    """``add(n, 1)`` for the first ``steps - 1`` model calls, then the answer."""
+
+    def policy(messages: Sequence[ChatMessage]) -> ChatMessage:
+        n = sum(1 for m in messages if m.role == "assistant")
+        if window is not None and window.first is None:
+            window.first = time.monotonic()
+        if n + 1 < steps:
+            args = json.dumps({"a": n, "b": 1})
+            call = ToolCall(id=f"call-{n}", name="add", arguments=args)
+            return ChatMessage(role="assistant", tool_calls=(call,))
+        if window is not None:
+            window.last = time.monotonic()
+        return ChatMessage(role="assistant", content=f"done after {n} tool calls")
+
+    return Agent("adder", model=ScriptedModel(policy), tools=[add], instructions=INSTRUCTIONS,
+                 budget=Budget(max_steps=steps))  # fmt: skip
+
+
+def task(i: int) -> TaskRequest:
+    return TaskRequest(run_id=f"run-{i:03d}", goal=f"run {i}: count with add, then say done")
+
+
+def agent_graph(agent: Agent, tag: str, parallelism: int) -> tuple[JobGraph, AgentTopics]:
+    p = Pipeline(f"steps-{tag}")
+    topics = AgentTopics(
+        tasks=f"tasks-{tag}", approvals=f"approvals-{tag}",
+        events=f"events-{tag}", results=f"results-{tag}",
+    )  # fmt: skip
+    add_agent(p, agent, partitions=PARTITIONS, parallelism=parallelism, topics=topics)
+    return p.build(), topics
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    elapsed: float
+    runs: int
+    steps: int
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.runs * self.steps / self.elapsed
+
+    @property
+    def ms_per_step(self) -> float:
+        return self.elapsed * 1000 / (self.runs * self.steps)
+
+
+def check_result(result: dict[str, Any], steps: int) -> None:
+    if result["status"] != "done" or result["steps"] != steps:
+        raise RuntimeError(
+            f"run {result['run_id']} ended {result['status']} after {result['steps']} steps "
+            f"({result['reason']}), not done after {steps}"
+        )
+
+
+# -- 1. LocalJob ------------------------------------------------------------------------------
+
+
+async def local_job(
+    bootstrap: str, runs: int, steps: int, interval: float, parallelism: int, fetch_ms: int
+) -> tuple[Measured, Measured]:
+    """(submit → last result, first model call → last answer) for ``runs`` runs at once."""
+    window = Window()
+    graph, topics = agent_graph(counting_agent(steps, window), uuid.uuid4().hex[:8], parallelism)
+    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
+        root = Path(tmp)
+        job = LocalJob(graph, bootstrap=bootstrap, storage=open_storage(root / "storage"),
+                       work_dir=root / "work", interval_seconds=interval,
+                       subtask_settings=SubtaskSettings(fetch_timeout_ms=fetch_ms))  # fmt: skip
+        await job.start()
+        try:
+            # Warm: topics made, subtasks assigned, journals rebuilt, sinks' producers fenced.
+            await job.wait_for_checkpoints(1, timeout_s=120)
+            reader = asyncio.create_task(
+                read_sink(bootstrap, topics.results, runs, timeout_s=60 + runs * steps * 0.1)
+            )
+            started = time.monotonic()
+            await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])
+            results = await reader
+            elapsed = time.monotonic() - started
+            job.raise_failure()
+        finally:
+            await job.crash()
+    if len(results) != runs:
+        raise RuntimeError(f"{len(results)} of {runs} results arrived in time")
+    for record in results:
+        check_result(json.loads(record.value), steps)
+    assert window.first is not None
+    return Measured(elapsed, runs, steps), Measured(window.last - window.first, runs, steps)
+
+
+# -- 2. Direct, one run at a time ----------------------------------------------------------
+
+
+async def plain_runs(runs: int, steps: int) -> Measured:
+    """The run's transitions with the model and tool called directly; nothing persisted."""
+    agent = counting_agent(steps)
+    model, tools, schemas = agent.make_model(), {t.name: t for t in agent.tools}, [add.schema()]
+
+    async def one(i: int) -> None:
+        request = task(i)
+        state = machine.start_run(request.run_id, request.goal, INSTRUCTIONS, agent.budget,
+                                  time.time()).state  # fmt: skip
+        while not isinstance(action := machine.next_action(state, tools), machine.Idle):
+            now = time.time()
+            if isinstance(action, machine.CallModel):
+                response = await model.complete(
+                    list(state.messages), schemas, idempotency_key=action.key
+                )
+                state = machine.after_model(state, response, now).state
+            elif isinstance(action, machine.CallTool):
+                context = ToolContext(state.run_id, state.step, action.key)
+                value = await action.tool.call(context, action.arguments)
+                state = machine.after_tool(state, action, value, None, now).state
+            else:
+                raise RuntimeError(f"run {state.run_id}: unexpected action {action}")
+        if state.status is not RunStatus.DONE or state.step != steps:
+            raise RuntimeError(f"run {state.run_id} ended {state.status} at step {state.step}")
+
+    await one(-1)
+    started = time.perf_counter()
+    for i in range(runs):
+        await one(i)
+    return Measured(time.perf_counter() - started, runs, steps)
+
+
+async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int) -> Measured:
+    """An `AgentOperator` driven by hand over RocksDB; a `KafkaJournal` if ``bootstrap``."""
+    agent = counting_agent(steps)
+    graph, topics = agent_graph(agent, uuid.uuid4().hex[:8], parallelism=1)
+    journal: Journal
+    kafka: KafkaJournal | None = None
+    if bootstrap is None:
+        journal = InMemoryJournal()
+    else:
+        await ensure_topics(bootstrap, graph)
+        topic = graph.operators[agent.name].owned_topic_name(graph.name, JOURNAL_SUFFIX)
+        journal = kafka = KafkaJournal(bootstrap, topic, [0])
+        await kafka.start()
+    store = RocksDBStateStore.open(root / uuid.uuid4().hex)
+    wal = store.metadata()  # where a subtask keeps exactly-once sink outputs until published
+    operator = AgentOperator(agent, topics, pipeline=graph.name, journal=journal,
+                             registry=CollectorRegistry())  # fmt: skip
+    wakes: list[WakeUp] = []
+    await operator.open(OperatorOpenContext(
+        subtask=f"{agent.name}#0", attempt=1, bootstrap=bootstrap or "", owned_topics={},
+        input_partitions=[(topics.tasks, 0), (topics.approvals, 0)],
+        _states=store.partition, _schedule=wakes.append, _clock=time.monotonic,
+    ))  # fmt: skip
+    emitted = 0
+
+    def settle(ctx: RecordContext) -> None:
+        """What a subtask does when a call returns: outputs to the WAL, wakes queued."""
+        nonlocal emitted
+        for out in ctx.emitted:
+            wal.put(b"wal/%012d" % emitted, out.value)
+            emitted += 1
+        store.flush_batch()
+        wakes.extend(ctx.wakes)
+
+    async def one(i: int) -> None:
+        request = task(i)
+        value = request.model_dump_json().encode()
+        record = Record(topics.tasks, 0, i + 1, request.run_id.encode(), value, 0)
+        ctx = RecordContext(topics.tasks, 0, record, store.partition, time.monotonic)
+        await operator.process(record, ctx)
+        settle(ctx)
+        while wakes:
+            wake = wakes.pop(0)
+            ctx = RecordContext(wake.topic, wake.partition, None, store.partition, time.monotonic)
+            await operator.on_wake(wake.key, ctx)
+            settle(ctx)
+        raw = store.partition(topics.tasks, 0).get(run_key(request.run_id))
+        assert raw is not None
+        state = RunState.decode(raw)
+        if state.status is not RunStatus.DONE or state.step != steps:
+            raise RuntimeError(f"run {state.run_id} ended {state.status} at step {state.step}")
+
+    try:
+        await one(-1)
+        started = time.perf_counter()
+        for i in range(runs):
+            await one(i)
+        return Measured(time.perf_counter() - started, runs, steps)
+    finally:
+        await operator.close()
+        store.close()
+        if kafka is not None:
+            await kafka.stop()
+
+
+# -- 3. LangGraph ---------------------------------------------------------------------------
+
+
+def langgraph(runs: int, steps: int) -> dict[str, Any] | str:
+    """The JSON line of ``bench/langgraph_steps.py``, or why it could not run."""
+    uv = shutil.which("uv") or str(_REPO / ".tools" / "bin" / "uv")
+    with_ = [arg for spec in LANGGRAPH for arg in ("--with", spec)]
+    command = [uv, "run", "--isolated", "--no-project", *with_, "python",
+               str(_REPO / "bench" / "langgraph_steps.py"), "--runs", str(runs),
+               "--steps", str(steps)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800,
+                              check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return lines[-1]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the table ------------------------------------------------------------------------------
+
+
+async def sluicegate(
+    bootstrap: str, runs: int, steps: int, interval: float, parallelism: int, fetch_ms: int
+) -> dict[str, Measured]:
+    measured: dict[str, Measured] = {}
+    measured["job"], measured["job_engine"] = await local_job(
+        bootstrap, runs, steps, interval, parallelism, fetch_ms
+    )
+    measured["plain"] = await plain_runs(runs, steps)
+    with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
+        measured["memory"] = await operator_runs(None, Path(tmp), runs, steps)
+        measured["kafka"] = await operator_runs(bootstrap, Path(tmp), runs, steps)
+    return measured
+
+
+def report(ours: dict[str, Measured], theirs: dict[str, Any] | str, runs: int) -> None:
+    def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
+        ms = f"{m.ms_per_step:.2f}" if per_step else "-"
+        return (name, at_once, f"{m.steps_per_s:,.0f}", ms)
+
+    overhead = ours["kafka"].ms_per_step - ours["plain"].ms_per_step
+    rows = [
+        row("sluicegate LocalJob (Kafka journal + RocksDB + checkpoints), submit→result",
+            str(runs), ours["job"], per_step=False),
+        row("  same, first model call→last answer", str(runs), ours["job_engine"], False),
+        row("sluicegate direct, plain loop (no durability)", "1", ours["plain"], True),
+        row("sluicegate direct, AgentOperator + in-memory journal + RocksDB", "1",
+            ours["memory"], True),
+        row("sluicegate direct, AgentOperator + Kafka journal + RocksDB", "1",
+            ours["kafka"], True),
+        ("sluicegate per-step overhead of durability (Kafka+RocksDB - plain)", "1", "-",
+         f"{overhead:.2f}"),
+    ]  # fmt: skip
+    if isinstance(theirs, str):
+        rows.append(("langgraph + SqliteSaver: unavailable (below)", "-", "-", "-"))
+    else:
+        kinds = ("plain", "sqlite_sync", "sqlite_async", "sqlite_sync_concurrent")
+        lg = {k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"]) for k in kinds}
+        lg_overhead = lg["sqlite_sync"].ms_per_step - lg["plain"].ms_per_step
+        rows += [
+            row("langgraph, no checkpointer", "1", lg["plain"], True),
+            row("langgraph + SqliteSaver, durability=sync", "1", lg["sqlite_sync"], True),
+            row("langgraph + SqliteSaver, durability=async (default)", "1",
+                lg["sqlite_async"], True),
+            row("langgraph + AsyncSqliteSaver, durability=sync", str(runs),
+                lg["sqlite_sync_concurrent"], False),
+            ("langgraph per-step overhead of checkpointing (sync - none)", "1", "-",
+             f"{lg_overhead:.2f}"),
+        ]  # fmt: skip
+    print_table(("", "runs at once", "steps/s", "ms/step"), rows)
+    if isinstance(theirs, str):
+        print(f"langgraph: unavailable ({theirs.strip()})")
+        return
+    ratios = [
+        ("LocalJob submit→result", "langgraph+sqlite sync, one at a time", "job", "sqlite_sync"),
+        ("LocalJob submit→result", "langgraph+sqlite sync, all at once", "job",
+         "sqlite_sync_concurrent"),
+        ("direct Kafka journal + RocksDB", "langgraph+sqlite sync, one at a time", "kafka",
+         "sqlite_sync"),
+    ]  # fmt: skip
+    for ours_name, theirs_name, a, b in ratios:
+        ratio = ours[a].steps_per_s / lg[b].steps_per_s
+        print(f"sluicegate/langgraph steps/s: {ratio:.2f}  ({ours_name} vs {theirs_name})")
+    versions = ", ".join(f"{k}=={v}" for k, v in theirs["versions"].items())
+    print(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
+          f"{theirs['checkpoints_per_run']} checkpoints per langgraph run")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs (R)")
+    parser.add_argument("--steps", type=int, default=40, help="model calls per run")
+    parser.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    parser.add_argument("--parallelism", type=int, default=2, help="subtasks of the agent")
+    parser.add_argument(
+        "--fetch-timeout-ms",
+        type=int,
+        default=SubtaskSettings().fetch_timeout_ms,
+        help="SubtaskSettings.fetch_timeout_ms: an idle subtask runs due wake-ups this often",
+    )
+    args = parser.parse_args()
+    if args.steps < 1 or args.runs < 1:
+        parser.error("--runs and --steps are at least 1")
+    # Leader elections on new topics: the journal's rebuild retries until the leader is there.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    started = time.monotonic()
+    with kafka_bootstrap() as bootstrap:
+        measuring = sluicegate(
+            bootstrap, args.runs, args.steps, args.interval, args.parallelism, args.fetch_timeout_ms
+        )
+        ours = asyncio.run(measuring)
+    theirs = langgraph(args.runs, args.steps)
+    print(
+        f"{args.runs} runs of {args.steps} steps (model call + tool call; the last step "
+        f"answers); LocalJob: checkpoint interval {args.interval} s, {args.parallelism} "
+        f"subtasks, fetch timeout {args.fetch_timeout_ms} ms"
+    )
+    report(ours, theirs, args.runs)
+    print(f"benchmark took {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""``sluicegate demo`` (``make demo``): the refund desk, through ``sluicegate up``, with a crash.
+
+CLI wiring, so it may import `agents`. Steps:
+
+1. start the development broker (unless ``SLUICEGATE_KAFKA_BOOTSTRAP`` names one), the world
+   service (the HTTP "outside world" the tools act on, counting every effect by idempotency
+   key), and, as in ``sluicegate up``, a coordinator and two workers as child processes
+   running ``agents.demo.refund_desk:refund_desk_graph`` (their logs go to a file);
+2. submit N refund requests; an approver grants each email after a delay;
+3. once a third of the results are in, SIGKILL a worker mid-run; the supervisor starts it
+   again and the coordinator recovers the pipeline from its last completed checkpoint;
+4. when every run has its result, print the summary: runs done, effects executed, duplicate
+   effects (must be 0), checkpoints taken, recovery time. Exit code 0 only if exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from agents.agent import AgentTopics
+from agents.client import submit_tasks
+from agents.demo.approver import Approver
+from agents.demo.refund_desk import task_goal
+from agents.demo.world import WorldServer
+from agents.messages import TaskRequest
+from coordinator.api.client import CoordinatorClient
+from coordinator.supervisor import Child, Supervisor
+from operators.exceptions import SluicegateError
+
+__all__ = ["run_agent_demo"]
+
+T = TypeVar("T")
+
+PIPELINE = "agents.demo.refund_desk:refund_desk_graph"
+PARTITIONS = 4
+TOPICS = AgentTopics(
+    tasks="refund-desk.tasks",
+    approvals="refund-desk.approvals",
+    events="refund-desk.events",
+    results="refund-desk.results",
+)
+
+
+async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_delay_s: float) -> int:
+    """Steps in the module docstring; returns the exit code."""
+    root = Path(tempfile.mkdtemp(prefix="sluicegate-demo-"))
+    log = root / "processes.log"
+    port = _free_port()
+    name = f"refund-demo-{int(time.time())}"
+    with WorldServer() as world:
+        env = {
+            "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap,
+            "SLUICEGATE_STORAGE_URL": str(root / "checkpoints"),
+            "SLUICEGATE_STATE_DIR": str(root / "state"),
+            "SLUICEGATE_WORLD_URL": world.url,
+            "SLUICEGATE_PIPELINE": name,
+        }
+        me = [sys.executable, "-m", "coordinator.cli"]
+        children = [
+            Child("coordinator", [*me, "coordinator", "--pipeline", PIPELINE, "--interval",
+                                  "0.5", "--http-port", str(port)], restart=False),
+            *(Child(f"worker-{i}", [*me, "worker", "--pipeline", PIPELINE, "--worker-id",
+                                    f"worker-{i}", "--slots", "2"], restart=True)
+              for i in (1, 2)),
+        ]  # fmt: skip
+        supervisor = Supervisor(children, env, log_path=log)
+        print(f"pipeline {name}: {TOPICS.tasks} -> refund-desk agent x2 -> results, events")
+        print(f"world service {world.url}; coordinator API http://127.0.0.1:{port}")
+        print(f"process logs: {log}; checkpoints: {root / 'checkpoints'}")
+        running = asyncio.create_task(supervisor.run())
+        approver = Approver(
+            bootstrap, events=TOPICS.events, approvals=TOPICS.approvals,
+            partitions=PARTITIONS, delay_s=approval_delay_s,
+        )  # fmt: skip
+        client = CoordinatorClient(f"http://127.0.0.1:{port}")
+        started = time.monotonic()
+        approving: asyncio.Task[None] | None = None
+        try:
+            await _wait_running(client, running)
+            approving = asyncio.create_task(approver.run())
+            tasks = [
+                TaskRequest(run_id=f"run-{i:04d}", goal=task_goal(f"ord-{i:04d}", research=2))
+                for i in range(runs)
+            ]
+            await submit_tasks(bootstrap, TOPICS.tasks, tasks)
+            print(f"submitted {runs} refund requests")
+            results, recovery_s = await _follow(bootstrap, runs, kill, children, client, running)
+        finally:
+            if approving is not None:
+                approving.cancel()
+                await asyncio.gather(approving, return_exceptions=True)
+            status = await _try(client.status)
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        stats = world.state.stats()
+    elapsed = time.monotonic() - started
+    by_status = Counter(r["status"] for r in results.values())
+    print()
+    print(f"runs finished:        {len(results)} of {runs} ({dict(by_status)}) in {elapsed:.1f} s")
+    print(f"effects executed:     {stats['effects']} {stats['effects_by_kind']}")
+    print(f"duplicate effects:    {stats['duplicates']}")
+    print(f"approvals granted:    {approver.approved}")
+    last = status.last_completed_checkpoint if status else None
+    attempt = status.attempt if status else "?"
+    print(f"checkpoints taken:    {last} (the last completed id); attempt now {attempt}")
+    if recovery_s is not None:
+        print(f"recovery time:        {recovery_s:.2f} s (SIGKILL to the first checkpoint after)")
+    exact = len(results) == runs and stats["duplicates"] == 0 and by_status["done"] == runs
+    print("OK: every run finished once, no effect happened twice" if exact else "MISMATCH")
+    return 0 if exact else 1
+
+
+async def _follow(
+    bootstrap: str,
+    runs: int,
+    kill: bool,
+    children: list[Child],
+    client: CoordinatorClient,
+    running: asyncio.Task[int],
+) -> tuple[dict[str, dict[str, object]], float | None]:
+    """Read results until every run has one; SIGKILL worker-1 a third of the way."""
+    results: dict[str, dict[str, object]] = {}
+    recovery: asyncio.Task[float | None] | None = None
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(TOPICS.results, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        deadline = time.monotonic() + 120 + runs
+        while len(results) < runs and time.monotonic() < deadline:
+            if running.done():
+                raise SluicegateError(f"the coordinator exited ({running.result()}); see logs")
+            for records in (await consumer.getmany(timeout_ms=300)).values():
+                for record in records:
+                    result = json.loads(record.value or b"{}")
+                    if result["run_id"] in results:
+                        raise SluicegateError(f"run {result['run_id']} has two results")
+                    results[result["run_id"]] = result
+            _progress(len(results), runs)
+            if kill and recovery is None and len(results) >= runs // 3:
+                recovery = asyncio.create_task(_kill_and_time(children, client))
+        print()
+    finally:
+        await consumer.stop()
+    return results, (await recovery if recovery is not None else None)
+
+
+async def _kill_and_time(children: list[Child], client: CoordinatorClient) -> float | None:
+    """SIGKILL a worker that hosts subtasks; seconds until a checkpoint completes after it."""
+    before = await asyncio.to_thread(client.status)
+    busy = {w.worker_id for w in await asyncio.to_thread(client.workers) if w.subtasks}
+    worker = next(c for c in children if c.name in busy and c.process is not None)
+    assert worker.process is not None
+    worker.process.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    print(f"\nSIGKILL {worker.name} (pid {worker.process.pid}) at attempt {before.attempt}")
+    while time.monotonic() - killed < 120:
+        status = await _try(client.status)
+        if status is not None and status.attempt > before.attempt:
+            checkpoints = await _try(client.checkpoints) or []
+            done = [c for c in checkpoints if c.attempt == status.attempt]
+            if any(c.status == "completed" for c in done):
+                return time.monotonic() - killed
+        await asyncio.sleep(0.1)
+    return None
+
+
+async def _wait_running(client: CoordinatorClient, running: asyncio.Task[int]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if running.done():
+            raise SluicegateError("the pipeline's processes exited; see the process log")
+        status = await _try(client.status)
+        if status is not None and status.state in {"running", "checkpointing"}:
+            return
+        await asyncio.sleep(0.2)
+    raise SluicegateError("the pipeline did not start within 120 s; see the process log")
+
+
+async def _try(call: Callable[[], T]) -> T | None:
+    """``call()`` in a thread; None if the coordinator cannot answer right now."""
+    with contextlib.suppress(SluicegateError, OSError):
+        return await asyncio.to_thread(call)
+    return None
+
+
+def _progress(done: int, total: int) -> None:
+    width = 40
+    filled = width * done // max(total, 1)
+    sys.stdout.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs done")
+    sys.stdout.flush()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

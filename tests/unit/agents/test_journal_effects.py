@@ -1,0 +1,231 @@
+"""`perform` step by step against the in-memory journal, and the journal's own contract."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agents.journal import (
+    LOOKUP_FAILED,
+    OUTCOME_UNKNOWN,
+    EffectKind,
+    EffectResult,
+    EffectUnknown,
+    InMemoryJournal,
+    JournalEntry,
+    JournalIndex,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    OnUnknown,
+    perform,
+)
+from operators.exceptions import RetryableError
+
+KEY = "run-1/3/0"
+
+
+def entry(status: str, key: str = KEY, run_id: str = "run-1", **fields: Any) -> JournalEntry:
+    base = {
+        "key": key,
+        "run_id": run_id,
+        "status": status,
+        "kind": "tool",
+        "name": "refund",
+        "attempt": 1,
+        "written_at": 0.0,
+    }
+    return JournalEntry.model_validate(base | fields)
+
+
+class Tool:
+    """Records what happened to it; ``outcome`` is returned or raised by each call."""
+
+    def __init__(self, outcome: object = "refunded", found: LookupResult | None = None) -> None:
+        self.outcome = outcome
+        self.found = found
+        self.events: list[str] = []
+
+    async def call(self) -> object:
+        self.events.append("call")
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    async def lookup(self) -> LookupResult:
+        self.events.append("lookup")
+        if self.found is None:
+            raise ValueError("lookup endpoint gone")
+        return self.found
+
+    def fault(self, point: str) -> None:
+        self.events.append(point)
+
+
+async def run(
+    journal: InMemoryJournal,
+    tool: Tool,
+    on_unknown: OnUnknown = OnUnknown.LOOKUP,
+    *,
+    attempt: int = 2,
+    with_lookup: bool = True,
+) -> EffectResult | EffectUnknown:
+    lookup: Callable[[], Awaitable[LookupResult]] | None = tool.lookup if with_lookup else None
+    return await perform(
+        journal,
+        key=KEY,
+        run_id="run-1",
+        partition=4,
+        kind=EffectKind.TOOL,
+        name="refund",
+        request={"order": "o-1"},
+        attempt=attempt,
+        on_unknown=on_unknown,
+        call=tool.call,
+        lookup=lookup,
+        fault=tool.fault,
+        clock=lambda: 1234.5,
+    )
+
+
+async def test_execute_writes_issued_calls_then_writes_done() -> None:
+    journal, tool = InMemoryJournal(), Tool()
+    assert await run(journal, tool) == EffectResult("refunded", None, replayed=False)
+    assert tool.events == ["effect.before_call", "call", "effect.after_call"]
+    (p1, issued), (p2, done) = journal.writes
+    assert (p1, p2) == (4, 4)
+    assert issued == entry("issued", request={"order": "o-1"}, attempt=2, written_at=1234.5)
+    assert done == entry("done", result="refunded", attempt=2, written_at=1234.5)
+    assert journal.entries_by_status() == {"issued": 0, "done": 1}
+
+
+async def test_done_is_replayed_without_calling() -> None:
+    journal, tool = InMemoryJournal(), Tool()
+    await journal.write(entry("done", result={"id": 7}), partition=4)
+    assert await run(journal, tool) == EffectResult({"id": 7}, None, replayed=True)
+    assert tool.events == []
+    assert len(journal.writes) == 1
+
+
+async def test_a_permanent_failure_is_recorded_and_replayed() -> None:
+    journal, tool = InMemoryJournal(), Tool(outcome=KeyError("o-1"))
+    failed = EffectResult(None, "KeyError: 'o-1'", replayed=False)
+    assert await run(journal, tool) == failed
+    assert journal.get(KEY)[1] == entry(
+        "done", error="KeyError: 'o-1'", attempt=2, written_at=1234.5
+    )
+    assert await run(journal, Tool()) == EffectResult(None, failed.error, replayed=True)
+
+
+async def test_a_retryable_failure_propagates_and_leaves_issued_without_done() -> None:
+    journal, tool = InMemoryJournal(), Tool(outcome=RetryableError("503"))
+    with pytest.raises(RetryableError, match="503"):
+        await run(journal, tool)
+    issued, done = journal.get(KEY)
+    assert issued is not None
+    assert done is None
+    assert journal.entries_by_status() == {"issued": 1, "done": 0}
+
+
+async def test_lookup_found_records_the_found_value_without_calling() -> None:
+    journal, tool = InMemoryJournal(), Tool(found=LookupFound({"refund_id": "r-1"}))
+    await journal.write(entry("issued"), partition=4)
+    assert await run(journal, tool) == EffectResult({"refund_id": "r-1"}, None, replayed=True)
+    assert tool.events == ["lookup"]
+    assert journal.get(KEY)[1] == entry(
+        "done", result={"refund_id": "r-1"}, attempt=2, written_at=1234.5
+    )
+
+
+async def test_lookup_not_found_calls_again_without_a_second_issued() -> None:
+    journal, tool = InMemoryJournal(), Tool(found=LookupNotFound())
+    await journal.write(entry("issued"), partition=4)
+    assert await run(journal, tool) == EffectResult("refunded", None, replayed=False)
+    assert tool.events == ["lookup", "effect.before_call", "call", "effect.after_call"]
+    assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+
+
+async def test_retry_calls_again_with_the_same_key() -> None:
+    journal, tool = InMemoryJournal(), Tool()
+    await journal.write(entry("issued"), partition=4)
+    assert await run(journal, tool, OnUnknown.RETRY) == EffectResult("refunded", None, False)
+    assert "lookup" not in tool.events
+    assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+
+
+@pytest.mark.parametrize(
+    ("on_unknown", "with_lookup"),
+    [(OnUnknown.FAIL, True), (OnUnknown.LOOKUP, False)],
+    ids=["fail", "lookup-without-a-lookup"],
+)
+async def test_an_unknown_outcome_fails_closed(
+    on_unknown: OnUnknown, with_lookup: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal, tool = InMemoryJournal(), Tool()
+    await journal.write(entry("issued"), partition=4)
+    with caplog.at_level(logging.WARNING, logger="agents.journal.effects"):
+        outcome = await run(journal, tool, on_unknown, with_lookup=with_lookup)
+    assert outcome == EffectUnknown(KEY, OUTCOME_UNKNOWN)
+    assert tool.events == []
+    assert len(journal.writes) == 1
+    assert f"effect {KEY} (tool refund) fails closed" in caplog.text
+
+
+async def test_a_lookup_that_fails_for_good_fails_closed() -> None:
+    journal, tool = InMemoryJournal(), Tool(found=None)
+    await journal.write(entry("issued"), partition=4)
+    outcome = await run(journal, tool)
+    assert isinstance(outcome, EffectUnknown)
+    assert outcome.reason == f"{LOOKUP_FAILED}: ValueError: lookup endpoint gone"
+    assert tool.events == ["lookup"]
+    assert len(journal.writes) == 1
+
+
+async def test_an_issued_write_that_fails_prevents_the_call() -> None:
+    def refuse(written: JournalEntry | None) -> None:
+        raise RetryableError("broker away")
+
+    journal, tool = InMemoryJournal(before_write=refuse), Tool()
+    with pytest.raises(RetryableError, match="broker away"):
+        await run(journal, tool)
+    assert tool.events == []
+    assert journal.get(KEY) == (None, None)
+
+
+async def test_forget_run_drops_only_that_run_in_that_partition() -> None:
+    journal = InMemoryJournal()
+    await journal.write(entry("issued", key="run-1/0/0"), partition=4)
+    await journal.write(entry("done", key="run-1/0/0"), partition=4)
+    await journal.write(entry("issued", key="run-1/1/0"), partition=4)
+    await journal.write(entry("done", key="run-2/0/0", run_id="run-2"), partition=4)
+    await journal.write(entry("done", key="run-1/9/0"), partition=5)
+    assert journal.entries_by_status() == {"issued": 1, "done": 3}
+
+    assert await journal.forget_run("run-1", partition=4) == 4
+    assert journal.get("run-1/0/0") == (None, None)
+    assert journal.get("run-1/1/0") == (None, None)
+    assert journal.get("run-2/0/0")[1] is not None
+    assert journal.get("run-1/9/0")[1] is not None
+    assert await journal.forget_run("run-1", partition=4) == 0
+    assert journal.entries_by_status() == {"issued": 0, "done": 2}
+
+
+def test_the_index_keeps_issued_and_done_apart() -> None:
+    index = JournalIndex()
+    index.put(entry("done", result=1), 0)
+    index.put(entry("issued", attempt=7), 0)  # a late issued, e.g. from a zombie
+    issued, done = index.get(KEY)
+    assert issued is not None
+    assert issued.attempt == 7
+    assert done is not None
+    assert done.result == 1
+    index.drop(KEY, "issued")
+    assert index.get(KEY) == (None, done)
+    assert index.keys_of_run("run-1", 0) == [KEY]
+    index.drop(KEY, "done")
+    index.drop(KEY, "done")
+    assert len(index) == 0
+    assert index.keys_of_run("run-1", 0) == []

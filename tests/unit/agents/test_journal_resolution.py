@@ -1,0 +1,320 @@
+"""The journal's decisions, sans-IO, and a model of crashes around one effect.
+
+The model drives :func:`perform` against a journal that, like :class:`KafkaJournal`, keeps a
+durable log and a process-local index: a crash (a simulated SIGKILL) loses the index, which is
+then rebuilt from the log. Crashes and retryable failures are injected at every point of the
+effect's life, any number of times, and the effect is re-driven with the same key until it
+settles. The outside world counts how often it really performed the effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from agents.journal import (
+    OUTCOME_UNKNOWN,
+    TRANSITIONS,
+    EffectEvent,
+    EffectKind,
+    EffectResolution,
+    EffectResult,
+    EffectState,
+    EffectUnknown,
+    Execute,
+    FailClosed,
+    InMemoryJournal,
+    JournalEntry,
+    JournalTransitionError,
+    JournalUnavailableError,
+    Lookup,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    OnUnknown,
+    RecordFound,
+    Replay,
+    Retry,
+    after_lookup,
+    decide,
+    perform,
+)
+from operators.exceptions import RetryableError
+
+KEY = "run-1/0/0"
+
+
+def entry(status: str, **fields: Any) -> JournalEntry:
+    return JournalEntry.model_validate(
+        {
+            "key": KEY,
+            "run_id": "run-1",
+            "status": status,
+            "kind": "tool",
+            "name": "refund",
+            "attempt": 1,
+            "written_at": 0.0,
+        }
+        | fields
+    )
+
+
+ISSUED = entry("issued", request={"amount": 5})
+DONE = entry("done", result={"refund_id": "r-1"})
+
+
+# --- the decision table -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", list(OnUnknown))
+def test_nothing_journalled_means_execute(policy: OnUnknown) -> None:
+    assert decide(None, None, policy) == Execute()
+
+
+@pytest.mark.parametrize("policy", list(OnUnknown))
+@pytest.mark.parametrize("issued", [ISSUED, None], ids=["issued", "no-issued"])
+def test_done_means_replay_whatever_else(policy: OnUnknown, issued: JournalEntry | None) -> None:
+    assert decide(issued, DONE, policy) == Replay(DONE)
+
+
+@pytest.mark.parametrize(
+    ("policy", "decision"),
+    [
+        (OnUnknown.LOOKUP, Lookup()),
+        (OnUnknown.RETRY, Retry()),
+        (OnUnknown.FAIL, FailClosed(OUTCOME_UNKNOWN)),
+    ],
+)
+def test_issued_without_done_is_resolved_by_the_declaration(
+    policy: OnUnknown, decision: object
+) -> None:
+    assert decide(ISSUED, None, policy) == decision
+
+
+def test_after_a_lookup() -> None:
+    assert after_lookup(found=True) == RecordFound()
+    assert after_lookup(found=False) == Retry()
+
+
+def test_the_state_the_entries_show() -> None:
+    assert EffectState.of(None, None) is EffectState.ABSENT
+    assert EffectState.of(ISSUED, None) is EffectState.ISSUED
+    assert EffectState.of(ISSUED, DONE) is EffectState.DONE
+    assert EffectState.of(None, DONE) is EffectState.DONE
+
+
+def test_the_transitions_are_exactly_the_table() -> None:
+    resolution = EffectResolution(KEY)
+    assert resolution.apply(EffectEvent.ISSUE) is EffectState.ISSUED
+    assert resolution.apply(EffectEvent.COMPLETE) is EffectState.DONE
+    assert EffectResolution(KEY, EffectState.ISSUED).apply(EffectEvent.FAIL_CLOSED) is (
+        EffectState.UNKNOWN
+    )
+    for state, effect_event in itertools.product(EffectState, EffectEvent):
+        if (state, effect_event) in TRANSITIONS:
+            continue
+        resolution = EffectResolution(KEY, state)
+        with pytest.raises(JournalTransitionError) as caught:
+            resolution.apply(effect_event)
+        assert (caught.value.key, caught.value.state, caught.value.event) == (
+            KEY,
+            state.value,
+            effect_event.value,
+        )
+        assert resolution.state is state
+
+
+# --- the crash model ----------------------------------------------------------------------
+
+
+class Crash(BaseException):
+    """A simulated SIGKILL: nothing catches it but the model's driver."""
+
+
+CRASH_POINTS = [
+    "before_issue",  # killed before the issued write
+    "issued_ack_lost",  # issued is durable, but the write raised: the index does not show it
+    "before_call",  # killed after issued, before the call
+    "retryable_before",  # the call failed retryably before the effect
+    "retryable_after",  # the call failed retryably after the effect happened (a timeout)
+    "after_call",  # killed after the call, before the done write
+    "done_ack_lost",  # done is durable, but the write raised: the index does not show it
+    "after_done",  # killed after the done write
+    "lookup_retryable",  # the tool's lookup failed retryably
+]
+
+
+@dataclass
+class Plan:
+    """Where the current drive is interrupted: at ``point``, once."""
+
+    point: str | None
+    fired: bool = False
+
+    def hit(self, point: str) -> bool:
+        if self.point == point and not self.fired:
+            self.fired = True
+            return True
+        return False
+
+
+class ModelJournal:
+    """A durable log plus a process-local index, like :class:`KafkaJournal`."""
+
+    def __init__(self) -> None:
+        self.durable = InMemoryJournal()
+        self.index = InMemoryJournal()
+        self.plan = Plan(None)
+
+    def get(self, key: str) -> tuple[JournalEntry | None, JournalEntry | None]:
+        return self.index.get(key)
+
+    async def write(self, entry: JournalEntry, *, partition: int) -> None:
+        if entry.status == "issued" and self.plan.hit("before_issue"):
+            raise Crash
+        await self.durable.write(entry, partition=partition)
+        if self.plan.hit(f"{entry.status}_ack_lost"):
+            raise JournalUnavailableError("write", partition, "acknowledgement lost")
+        await self.index.write(entry, partition=partition)
+        if entry.status == "done" and self.plan.hit("after_done"):
+            raise Crash
+
+    async def forget_run(self, run_id: str, *, partition: int) -> int:
+        await self.durable.forget_run(run_id, partition=partition)
+        return await self.index.forget_run(run_id, partition=partition)
+
+    def entries_by_status(self) -> dict[str, int]:
+        return self.index.entries_by_status()
+
+    async def restart(self) -> None:
+        """A new process: the index is rebuilt from the durable log."""
+        self.index = InMemoryJournal()
+        for partition, written in self.durable.writes:
+            assert written is not None
+            await self.index.write(written, partition=partition)
+
+
+@dataclass
+class World:
+    """The outside world: performs effects by idempotency key, and counts them."""
+
+    dedup: bool
+    fails_for_good: bool
+    plan: Plan = field(default_factory=lambda: Plan(None))
+    executions: Counter[str] = field(default_factory=Counter)
+    results: dict[str, str] = field(default_factory=dict)
+
+    async def call(self, key: str) -> str:
+        if self.plan.hit("retryable_before"):
+            raise RetryableError("connection refused")
+        if self.fails_for_good:
+            raise ValueError("order not found")
+        if not (self.dedup and key in self.results):
+            self.executions[key] += 1
+            self.results[key] = f"refund of {key} #{self.executions[key]}"
+        if self.plan.hit("retryable_after"):
+            raise RetryableError("read timeout")
+        return self.results[key]
+
+    async def lookup(self, key: str) -> LookupResult:
+        if self.plan.hit("lookup_retryable"):
+            raise RetryableError("lookup timed out")
+        return LookupFound(self.results[key]) if key in self.results else LookupNotFound()
+
+
+@dataclass
+class Observed:
+    final: EffectResult | EffectUnknown
+    replays: list[EffectResult | EffectUnknown]
+    left_unknown: bool
+    """An interrupted drive left issued without done in the index."""
+    executions: int
+    """How often the world really performed the effect."""
+
+
+async def drive(journal: ModelJournal, world: World, policy: OnUnknown) -> Any:
+    def fault(point: str) -> None:
+        if journal.plan.hit(point.removeprefix("effect.")):
+            raise Crash
+
+    return await perform(
+        journal,
+        key=KEY,
+        run_id="run-1",
+        partition=0,
+        kind=EffectKind.TOOL,
+        name="refund",
+        request={"amount": 5},
+        attempt=1,
+        on_unknown=policy,
+        call=lambda: world.call(KEY),
+        lookup=lambda: world.lookup(KEY),
+        fault=fault,
+        clock=lambda: 0.0,
+    )
+
+
+async def scenario(policy: OnUnknown, fails_for_good: bool, points: list[str]) -> Observed:
+    journal = ModelJournal()
+    world = World(dedup=policy is OnUnknown.RETRY, fails_for_good=fails_for_good)
+    left_unknown = False
+    final: EffectResult | EffectUnknown | None = None
+    for point in [*points, None]:
+        journal.plan = world.plan = Plan(point)
+        try:
+            final = await drive(journal, world, policy)
+        except Crash:
+            await journal.restart()
+        except RetryableError:
+            pass
+        else:
+            break
+        issued, done = journal.get(KEY)
+        left_unknown = left_unknown or (issued is not None and done is None)
+    assert final is not None
+    journal.plan = world.plan = Plan(None)
+    replays = [await drive(journal, world, policy) for _ in range(2)]
+    if isinstance(final, EffectResult):
+        await journal.restart()
+        replays.append(await drive(journal, world, policy))
+    return Observed(final, replays, left_unknown, world.executions[KEY])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    policy=st.sampled_from(OnUnknown),
+    fails_for_good=st.booleans(),
+    points=st.lists(st.sampled_from(CRASH_POINTS), max_size=8),
+)
+def test_every_effect_happens_effectively_once_across_crashes(
+    policy: OnUnknown, fails_for_good: bool, points: list[str]
+) -> None:
+    observed = asyncio.run(scenario(policy, fails_for_good, points))
+    final = observed.final
+    event(f"{policy.value}: {type(final).__name__}")
+
+    assert observed.executions <= 1
+    if policy is OnUnknown.FAIL:
+        # Fail closed exactly when an interruption left the outcome unknown.
+        assert isinstance(final, EffectUnknown) == observed.left_unknown
+        if isinstance(final, EffectUnknown):
+            assert final == EffectUnknown(KEY, OUTCOME_UNKNOWN)
+            assert observed.replays == [final, final]
+            return
+    assert isinstance(final, EffectResult)
+    if fails_for_good:
+        assert observed.executions == 0
+        assert (final.value, final.error) == (None, "ValueError: order not found")
+    else:
+        assert observed.executions == 1
+        assert (final.value, final.error) == (f"refund of {KEY} #1", None)
+    for replay in observed.replays:
+        assert isinstance(replay, EffectResult)
+        assert (replay.value, replay.error, replay.replayed) == (final.value, final.error, True)
