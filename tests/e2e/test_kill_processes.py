@@ -6,16 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.cluster import Cluster, word_count_module
 
 from coordinator.demo import produce_lines, read_sink, word_count
 from coordinator.devkafka import DevBroker
@@ -27,70 +24,6 @@ VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
 CHAOS_LINES = int(os.environ.get("SLUICEGATE_CHAOS_LINES", "40000"))
 CHAOS_KILLS = int(os.environ.get("SLUICEGATE_CHAOS_KILLS", "5"))
-
-
-class Cluster:
-    """A coordinator and workers as child processes of the test."""
-
-    def __init__(self, tmp_path: Path, tag: str, bootstrap: str, slots: int = 2) -> None:
-        self.slots = slots
-        (tmp_path / f"pipeline_{tag}.py").write_text(
-            f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
-        )
-        self.spec = f"pipeline_{tag}:graph"
-        self.logs = tmp_path / "logs"
-        self.logs.mkdir()
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-            "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap,
-            "SLUICEGATE_STORAGE_URL": str(tmp_path / "storage"),
-            "SLUICEGATE_STATE_DIR": str(tmp_path / "state"),
-        }
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.starts: Counter[str] = Counter()
-
-    def start(self, name: str) -> None:
-        if name == "coordinator":
-            args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
-            args += ["--http-port", "0"]
-        else:
-            args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
-        self.starts[name] += 1
-        log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
-        self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", *args, "--pipeline", self.spec],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-
-    def kill(self, name: str) -> None:
-        """SIGKILL ``name``; it no longer counts as one that must stay alive."""
-        process = self.processes.pop(name)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-
-    def alive(self) -> None:
-        for name, process in self.processes.items():
-            if process.poll() is not None:
-                tail = sorted(self.logs.glob(f"{name}.*.log"))[-1].read_text()[-3000:]
-                pytest.fail(f"{name} exited with {process.returncode}:\n{tail}")
-
-    def stop_all(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-
-
-@pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[list[Cluster]]:
-    made: list[Cluster] = []
-    yield made
-    for cluster in made:
-        cluster.stop_all()
 
 
 async def newest_checkpoint(storage_dir: Path) -> int:
@@ -139,7 +72,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     await ensure_topics(kafka_bootstrap, graph)
     lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(CHAOS_LINES)]
     expected = Counter(w for line in lines for w in line.split())
-    cluster = Cluster(tmp_path, tag, kafka_bootstrap)
+    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
     cluster_factory.append(cluster)
     storage = tmp_path / "storage"
     for name in ("coordinator", "w1", "w2"):
@@ -182,7 +115,7 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     await ensure_topics(kafka_bootstrap, graph)
     lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(10_000)]
     expected = Counter(w for line in lines for w in line.split())
-    cluster = Cluster(tmp_path, tag, kafka_bootstrap, slots=4)
+    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap, slots=4)
     cluster_factory.append(cluster)
     storage_dir = tmp_path / "storage"
     cluster.start("coordinator")
@@ -255,7 +188,7 @@ async def test_the_broker_away_for_ten_seconds_stalls_then_recovers(
         await ensure_topics(broker.bootstrap, graph)
         lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(10_000)]
         expected = Counter(w for line in lines for w in line.split())
-        cluster = Cluster(tmp_path, tag, broker.bootstrap)
+        cluster = Cluster(tmp_path, word_count_module(tag), broker.bootstrap)
         cluster_factory.append(cluster)
         storage = tmp_path / "storage"
         for name in ("coordinator", "w1", "w2"):

@@ -1,0 +1,84 @@
+"""A coordinator and workers as real child processes of an end-to-end test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+__all__ = ["Cluster", "word_count_module"]
+
+
+def word_count_module(tag: str) -> str:
+    """The source of a pipeline module for `Cluster`: the demo word count of ``tag``."""
+    return f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
+
+
+class Cluster:
+    """A coordinator and workers as child processes of the test."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        pipeline: str,
+        bootstrap: str,
+        slots: int = 2,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``pipeline``: the source of a module that defines ``graph`` (written to tmp_path)."""
+        self.slots = slots
+        module = f"pipeline_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{module}.py").write_text(pipeline)
+        self.spec = f"{module}:graph"
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir()
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+            "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap,
+            "SLUICEGATE_STORAGE_URL": str(tmp_path / "storage"),
+            "SLUICEGATE_STATE_DIR": str(tmp_path / "state"),
+            **(env or {}),
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: Counter[str] = Counter()
+
+    def start(self, name: str) -> None:
+        if name == "coordinator":
+            args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
+            args += ["--http-port", "0"]
+        else:
+            args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
+        self.starts[name] += 1
+        log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "coordinator.cli", *args, "--pipeline", self.spec],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name``; it no longer counts as one that must stay alive."""
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                tail = sorted(self.logs.glob(f"{name}.*.log"))[-1].read_text()[-3000:]
+                pytest.fail(f"{name} exited with {process.returncode}:\n{tail}")
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait()
