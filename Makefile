@@ -23,14 +23,16 @@ test-integration: sync  ## tests against a real broker
 test-e2e: sync  ## real coordinator and worker processes, killed with SIGKILL
 	$(RUN) pytest tests/e2e
 
-soak: sync  ## the chaos test at full size: 200k lines, 12 SIGKILLs of workers and coordinator
-	SLUICEGATE_CHAOS_LINES=200000 SLUICEGATE_CHAOS_KILLS=12 $(RUN) pytest tests/e2e -k sigkill
+soak: sync  ## the chaos tests at full size: 200k lines / 12 SIGKILLs; 500 agent runs / 10 kills
+	SLUICEGATE_CHAOS_LINES=200000 SLUICEGATE_CHAOS_KILLS=12 \
+	SLUICEGATE_AGENT_CHAOS_RUNS=500 SLUICEGATE_AGENT_CHAOS_KILLS=10 $(RUN) pytest tests/e2e -k sigkill
 
 bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.checkpoint_cost
 	$(RUN) python -m bench.wordcount_throughput
 	$(RUN) python -m bench.recovery
 	$(RUN) python -m bench.checkpoint_e2e
+	$(RUN) python -m bench.agent_steps
 
 lint: sync
 	$(RUN) ruff check .

@@ -16,16 +16,17 @@ journal in the compacted topic ``sluicegate.<pipeline>.<name>.journal``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 from agents.model import ModelClient
 from agents.state import Budget
-from agents.tools import Tool, ToolDeclarationError
+from agents.tools import Tool, ToolDeclarationError, ToolResources
 from operators.api import Operator
+from operators.graph import JobGraph
 from operators.pipeline import OwnedTopic, Pipeline
 
-__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "add_agent"]
+__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "add_agent", "agents_in"]
 
 JOURNAL_SUFFIX = "journal"
 
@@ -49,6 +50,8 @@ class Agent:
     """``reject``: tell the model the call was not approved; ``fail``: end the run."""
     model_name: str = "model"
     """The name effects of model calls carry in the journal and events."""
+    resources: ToolResources | None = None
+    """What the tools hold open; acquired when a subtask opens, released when it closes."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -107,5 +110,16 @@ def add_agent(
         outputs=[names.events, names.results],
         parallelism=parallelism,
         owned_topics=[OwnedTopic(JOURNAL_SUFFIX, compact=True)],
+        labels={"kind": "agent", **{f"topic.{k}": v for k, v in asdict(names).items()}},
     )
     return names
+
+
+def agents_in(graph: JobGraph) -> dict[str, AgentTopics]:
+    """The agents of ``graph`` (declared with `add_agent`) and their topics, by name."""
+    found: dict[str, AgentTopics] = {}
+    for spec in graph.operators.values():
+        if spec.label("kind") == "agent":
+            topics = {f.name: spec.label(f"topic.{f.name}") or "" for f in fields(AgentTopics)}
+            found[spec.uid] = AgentTopics(**topics)
+    return found

@@ -11,8 +11,8 @@ attempt-independent key, so after a restore the re-driven run gets the recorded 
 takes the same decisions, and effects are not repeated.
 
 Fault points (for tests, see `agents.faults`): ``tool.before_call``, ``tool.after_call``,
-``model.before_call``, ``model.after_call``; ``tool.after_call`` is the moment between a
-tool's effect and its journal ``done`` write.
+``model.before_call``, ``model.after_call``, and the same per name (``tool.send_email.after_call``);
+``tool.after_call`` is the moment between a tool's effect and its journal ``done`` write.
 
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
@@ -77,6 +77,7 @@ class AgentOperator(Operator):
         self._schemas = tool_schemas(agent.tools)
         self._journal = journal
         self._kafka_journal: KafkaJournal | None = None
+        self._acquired = False
         self._registry = registry
         self._clock = clock
         self._model: ModelClient | None = None
@@ -103,6 +104,9 @@ class AgentOperator(Operator):
             self._kafka_journal = journal
             self._journal = journal
         self._model = self.agent.make_model()
+        if self.agent.resources is not None:
+            await self.agent.resources.acquire()
+            self._acquired = True
         restored: list[tuple[str, int]] = []
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
@@ -136,11 +140,16 @@ class AgentOperator(Operator):
         self._export_journal_counts()
 
     async def close(self) -> None:
-        if self._kafka_journal is not None:
-            await self._kafka_journal.stop()
-        close = getattr(self._model, "aclose", None)
-        if close is not None:
-            await close()
+        try:
+            if self._kafka_journal is not None:
+                await self._kafka_journal.stop()
+        finally:
+            if self._acquired and self.agent.resources is not None:
+                self._acquired = False
+                await self.agent.resources.release()
+            close = getattr(self._model, "aclose", None)
+            if close is not None:
+                await close()
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -309,7 +318,7 @@ class AgentOperator(Operator):
             on_unknown=on_unknown,
             call=call,
             lookup=lookup,
-            fault=lambda point: fault_point(f"{kind.value}.{point.removeprefix('effect.')}"),
+            fault=lambda point: _fault(kind, name, point),
         )
         if isinstance(outcome, EffectUnknown):
             result = "unknown"
@@ -376,3 +385,10 @@ class AgentOperator(Operator):
             return machine.fail(state, "approval_timeout", now)
         reason = f"no decision within {self.agent.approval_timeout_s} s"
         return machine.decide_approval(state, "", False, "timeout", reason, now)
+
+
+def _fault(kind: EffectKind, name: str, point: str) -> None:
+    """Fault points ``<kind>.<moment>`` and ``<kind>.<name>.<moment>`` (see module doc)."""
+    moment = point.removeprefix("effect.")
+    fault_point(f"{kind.value}.{moment}")
+    fault_point(f"{kind.value}.{name}.{moment}")

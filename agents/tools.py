@@ -26,7 +26,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -40,6 +40,7 @@ __all__ = [
     "ToolContext",
     "ToolDeclarationError",
     "ToolKind",
+    "ToolResources",
     "tool",
     "tool_schemas",
 ]
@@ -70,6 +71,15 @@ class ToolDeclarationError(FatalError):
 
 class ToolArgumentsError(ValueError):
     """The model's arguments do not match the tool's schema (the model is told and goes on)."""
+
+
+class ToolResources(Protocol):
+    """What a set of tools holds open (an HTTP client pool, say): each subtask running the
+    agent acquires it when it opens and releases it when it closes."""
+
+    async def acquire(self) -> None: ...
+
+    async def release(self) -> None: ...
 
 
 ToolFunction = Callable[..., Awaitable[Any]]

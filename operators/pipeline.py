@@ -18,7 +18,7 @@ exactly one operator, with exactly-once publication.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -76,6 +76,11 @@ class OperatorSpec:
     outputs: tuple[str, ...]
     parallelism: int
     owned_topics: tuple[OwnedTopic, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    """Facts about the operator for tools that read the graph (e.g. ``kind=agent``)."""
+
+    def label(self, name: str) -> str | None:
+        return dict(self.labels).get(name)
 
     def owned_topic_name(self, pipeline: str, suffix: str) -> str:
         return f"sluicegate.{pipeline}.{self.uid}.{suffix}"
@@ -119,6 +124,7 @@ class Pipeline:
         outputs: str | Sequence[str] = (),
         parallelism: int = 1,
         owned_topics: Sequence[OwnedTopic] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> str:
         """Declare an operator with a stable ``uid`` (state is mapped by it); returns the uid.
 
@@ -144,7 +150,8 @@ class Pipeline:
 
             factory = make
         assert factory is not None
-        spec = OperatorSpec(uid, factory, ins, outs, parallelism, tuple(owned_topics))
+        tags = tuple(sorted((labels or {}).items()))
+        spec = OperatorSpec(uid, factory, ins, outs, parallelism, tuple(owned_topics), tags)
         self.operators[uid] = spec
         return uid
 

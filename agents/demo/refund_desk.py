@@ -11,11 +11,10 @@ With ``OPENAI_API_KEY`` or ``SLUICEGATE_MODEL_URL`` set, a real model drives the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agents.agent import Agent, add_agent
@@ -30,6 +29,7 @@ from operators.pipeline import Pipeline
 
 __all__ = [
     "INSTRUCTIONS",
+    "WorldConnection",
     "refund_desk",
     "refund_desk_graph",
     "refund_desk_tools",
@@ -50,34 +50,50 @@ def task_goal(order_id: str, *, research: int = 2) -> str:
     return f"Customer asks for a refund of order {order_id}. checks={research}"
 
 
-def refund_desk_tools(world_url: str) -> list[Tool]:
-    """The desk's tools, calling the world service at ``world_url``."""
+class WorldConnection:
+    """One `WorldClient` shared by every subtask of a process (`ToolResources`): opened by
+    the first `acquire`, closed by the last `release`. Building an HTTP client loads TLS
+    certificates, far too slow to do per call on the event loop."""
 
-    @contextlib.asynccontextmanager
-    async def world() -> AsyncIterator[WorldClient]:
-        # A client per call: tools have no lifecycle to close a shared one in.
-        client = WorldClient(world_url)
-        try:
-            yield client
-        finally:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: WorldClient | None = None
+        self._users = 0
+
+    async def acquire(self) -> None:
+        self._users += 1
+        if self._client is None:
+            self._client = WorldClient(self.url)
+
+    async def release(self) -> None:
+        self._users -= 1
+        if self._users <= 0 and self._client is not None:
+            client, self._client, self._users = self._client, None, 0
             await client.aclose()
 
+    @property
+    def client(self) -> WorldClient:
+        if self._client is None:
+            raise RuntimeError("the world connection is not acquired: is the agent open?")
+        return self._client
+
+
+def refund_desk_tools(world: WorldConnection) -> list[Tool]:
+    """The desk's tools, calling the world service through ``world``."""
+
     async def find(ctx: ToolContext) -> LookupResult:
-        async with world() as w:
-            effect = await w.find_effect(ctx.idempotency_key)
+        effect = await world.client.find_effect(ctx.idempotency_key)
         return LookupNotFound() if effect is None else LookupFound(effect.get("body"))
 
     @tool(kind=ToolKind.READ_ONLY)
     async def lookup_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
         """Look up an order: customer, email, amount, currency, status."""
-        async with world() as w:
-            return await w.get_order(order_id)
+        return await world.client.get_order(order_id)
 
     @tool(kind=ToolKind.IRREVERSIBLE, on_unknown=OnUnknown.LOOKUP, lookup=find)
     async def reverse_refund(ctx: ToolContext, refund_id: str) -> dict[str, Any]:
         """Reverse a refund issued earlier (the compensation of issue_refund)."""
-        async with world() as w:
-            return await w.reverse_refund(refund_id, key=ctx.idempotency_key)
+        return await world.client.reverse_refund(refund_id, key=ctx.idempotency_key)
 
     @tool(
         kind=ToolKind.REVERSIBLE,
@@ -87,14 +103,14 @@ def refund_desk_tools(world_url: str) -> list[Tool]:
     )
     async def issue_refund(ctx: ToolContext, order_id: str, amount: float) -> dict[str, Any]:
         """Refund ``amount`` of order ``order_id`` to the customer."""
-        async with world() as w:
-            return await w.issue_refund(order_id, amount, ctx.run_id, key=ctx.idempotency_key)
+        return await world.client.issue_refund(
+            order_id, amount, ctx.run_id, key=ctx.idempotency_key
+        )
 
     @tool(kind=ToolKind.IRREVERSIBLE, on_unknown=OnUnknown.LOOKUP, lookup=find)
     async def send_email(ctx: ToolContext, to: str, subject: str, body: str) -> dict[str, Any]:
         """Email the customer."""
-        async with world() as w:
-            return await w.send_email(to, subject, body, ctx.run_id, key=ctx.idempotency_key)
+        return await world.client.send_email(to, subject, body, ctx.run_id, key=ctx.idempotency_key)
 
     return [lookup_order, issue_refund, reverse_refund, send_email]
 
@@ -130,10 +146,12 @@ def script(messages: Sequence[ChatMessage]) -> ChatMessage:
 
 def refund_desk(world_url: str, *, model: ModelClient | None = None) -> Agent:
     """The demo agent. Without ``model``: a real model if configured by env, else scripted."""
+    world = WorldConnection(world_url)
     return Agent(
         name="refund-desk",
         model=model or _model_from_env(),
-        tools=refund_desk_tools(world_url),
+        tools=refund_desk_tools(world),
+        resources=world,
         instructions=INSTRUCTIONS,
         budget=Budget(max_steps=16, max_cost_usd=1.0),
     )

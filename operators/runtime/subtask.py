@@ -277,16 +277,20 @@ class Subtask:
                 await self._consumer.seek_to_beginning(tp)
 
     async def _close(self) -> None:
-        await self._executor.cancel()
-        await asyncio.shield(self._operator.close())
-        if self._upload is not None and not self._upload.done():
-            self._upload.cancel()
-            await asyncio.gather(self._upload, return_exceptions=True)
-        for closer in (self._consumer, self._producer, self._publisher):
-            if closer is not None:
-                await asyncio.shield(closer.stop())
-        if self._store is not None:
-            self._store.close()
+        """Release everything, whatever fails on the way: the state store above all, whose
+        lock would stop the next attempt's subtask in this worker from opening it."""
+        try:
+            await self._executor.cancel()
+            await _quietly(self.name, "operator", self._operator.close())
+            if self._upload is not None and not self._upload.done():
+                self._upload.cancel()
+                await asyncio.gather(self._upload, return_exceptions=True)
+            for closer in (self._consumer, self._producer, self._publisher):
+                if closer is not None:
+                    await _quietly(self.name, type(closer).__name__, closer.stop())
+        finally:
+            if self._store is not None:
+                self._store.close()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -570,3 +574,11 @@ class Subtask:
             for old in ids[:-keep] if keep else ids:
                 if old < checkpoint_id:
                     shutil.rmtree(self._checkpoints_dir / str(old), ignore_errors=True)
+
+
+async def _quietly(subtask: str, what: str, closing: Awaitable[None]) -> None:
+    """Await a close step, shielded from cancellation; log (not raise) what it raises."""
+    try:
+        await asyncio.shield(closing)
+    except Exception:  # a failed close must not stop the others
+        logger.warning("%s: closing the %s failed", subtask, what, exc_info=True)

@@ -12,13 +12,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from tests.e2e.cluster import Cluster, word_count_module
 
 from coordinator.demo import produce_lines, read_sink, word_count
 from coordinator.devkafka import DevBroker
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
+from tests.e2e.cluster import Cluster, word_count_module
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
