@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import socket
 import sys
@@ -56,6 +57,8 @@ TOPICS = AgentTopics(
 
 async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_delay_s: float) -> int:
     """Steps in the module docstring; returns the exit code."""
+    for noisy in ("uvicorn", "agents.demo.world", "httpx"):  # the summary says what matters
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="sluicegate-demo-"))
     log = root / "processes.log"
     port = _free_port()

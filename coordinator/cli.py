@@ -91,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
         "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
     )
     worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics on this port (0: any free port, logged); "
+        "default: $SLUICEGATE_METRICS_PORT, else no metrics server",
+    )
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
     worker.set_defaults(run=_worker)
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
@@ -98,6 +106,14 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=2)
     up.add_argument("--slots", type=int, default=4, help="slots per worker")
     up.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    up.add_argument(
+        "--metrics-port-base",
+        type=int,
+        default=8470,
+        metavar="N",
+        help="the coordinator's HTTP API (with /metrics) listens on N, worker i serves /metrics "
+        "on N+i (default 8470: workers on 8471, 8472, ...; 0: any free port for each)",
+    )
     up.set_defaults(run=_up)
 
     checkpoint = register_client_commands(commands)
@@ -198,6 +214,8 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
     """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from prometheus_client import CollectorRegistry
 
+    from agents.agent import agents_in
+    from agents.api import approvals_router
     from coordinator.api.app import create_app
     from coordinator.api.server import serve
     from coordinator.metrics import CoordinatorCollector
@@ -205,7 +223,11 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
 
     registry = CollectorRegistry()
     registry.register(CoordinatorCollector(service))
-    server = await serve(create_app(CoordinatorStatus(service), registry), host, port)
+    app = create_app(CoordinatorStatus(service), registry)
+    agents = agents_in(service.graph)
+    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
+        app.include_router(approvals_router(service.kafka_bootstrap, agents))
+    server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:
         await service.run()
@@ -215,6 +237,7 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
 
 def _worker(args: argparse.Namespace) -> int:
     from coordinator.loader import load_graph
+    from operators.runtime.metrics_server import MetricsServer
     from operators.runtime.worker import Worker
     from operators.storage import open_storage
 
@@ -227,7 +250,13 @@ def _worker(args: argparse.Namespace) -> int:
         storage=open_storage(settings.storage_url),
         work_dir=settings.state_dir / args.worker_id,
     )
-    asyncio.run(worker.run())
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    metrics = None if port is None else MetricsServer.start(args.metrics_host, port)
+    try:
+        asyncio.run(worker.run())
+    finally:
+        if metrics is not None:
+            metrics.stop()
     return 0
 
 
@@ -238,12 +267,15 @@ def _up(args: argparse.Namespace) -> int:
     load_graph(args.pipeline)  # refuse a bad pipeline before starting anything
     settings = CoordinatorSettings()
     me = [sys.executable, "-m", "coordinator.cli"]
+    base = args.metrics_port_base
     children = [
         Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
-                              "--interval", str(args.interval)], restart=False),
+                              "--interval", str(args.interval), "--http-port", str(base)],
+              restart=False),
         *(
             Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,
-                                  "--worker-id", f"worker-{i}", "--slots", str(args.slots)],
+                                  "--worker-id", f"worker-{i}", "--slots", str(args.slots),
+                                  "--metrics-port", str(base + i if base else 0)],
                   restart=True)
             for i in range(1, args.workers + 1)
         ),

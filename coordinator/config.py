@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["CoordinatorSettings"]
 
 
 class CoordinatorSettings(BaseSettings):
-    """Where Kafka is and where the dev broker keeps its jars."""
+    """Where Kafka is, where the dev broker keeps its jars, where state and metrics go."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICEGATE_", frozen=True, extra="ignore")
 
@@ -28,3 +29,7 @@ class CoordinatorSettings(BaseSettings):
 
     state_dir: Path = Path(".sluicegate/state")
     """Where workers keep their subtasks' local RocksDB state and checkpoints."""
+
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of a worker's ``/metrics`` (0: any free port); unset: a worker serves no metrics.
+    ``sluicegate worker --metrics-port`` overrides it."""

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
+from prometheus_client import CollectorRegistry
 
 from coordinator.barriers import inject_barriers
 from coordinator.checkpoints.commit import commit_checkpoint
@@ -80,7 +81,9 @@ class LocalJob:
         timeout_seconds: float = 60.0,
         checkpointing: bool = True,
         subtask_settings: SubtaskSettings | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """``registry``: where the subtasks report their metrics (default: the global one)."""
         self.graph = graph
         self._bootstrap = bootstrap
         self._storage = storage
@@ -91,6 +94,7 @@ class LocalJob:
         self._timeout = timeout_seconds
         self._checkpointing = checkpointing
         self._settings = subtask_settings
+        self._registry = registry
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.Task[None] | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -133,6 +137,7 @@ class LocalJob:
                 restore=manifest.restore_point(name) if manifest else None,
                 next_checkpoint_id=tracker.next_checkpoint_id,
                 settings=self._settings,
+                registry=self._registry,
             )
             self.subtasks[name] = subtask
             self._tasks[name] = asyncio.create_task(subtask.run(), name=name)
@@ -188,7 +193,10 @@ class LocalJob:
             if (timed_out := tracker.on_tick(now)) is not None:
                 self._abort(control, timed_out)
             try:
-                message = await asyncio.wait_for(control.to_coordinator.get(), _TICK_S)
+                # Not wait_for: on 3.11 it swallows a cancel (crash) that lands as a message
+                # arrives, and this loop would outlive the job.
+                async with asyncio.timeout(_TICK_S):
+                    message = await control.to_coordinator.get()
             except TimeoutError:
                 continue
             now = time.monotonic()

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from coordinator.barriers import inject_barriers
-from coordinator.checkpoints import AbortCheckpoint, CheckpointTracker
+from coordinator.checkpoint_stats import CheckpointStats
+from coordinator.checkpoints import AbortCause, AbortCheckpoint, CheckpointTracker
 from coordinator.checkpoints.commit import commit_checkpoint
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
@@ -107,8 +108,8 @@ class Coordinator:
         self.tracker: CheckpointTracker | None = None
         self.assign: Assign | None = None
         self.attempt = 0
-        self.completed: list[int] = []
-        self.last_completed_at: float | None = None
+        self.stats = CheckpointStats()
+        """What the metrics report about checkpoints (`coordinator.metrics`)."""
         self.aborts: list[RecentAbort] = []
         self.restore_fallbacks = 0
         self._bootstrap = bootstrap
@@ -120,8 +121,18 @@ class Coordinator:
         self._last_audit: AuditReport | None = None
 
     @property
+    def kafka_bootstrap(self) -> str:
+        """The Kafka cluster the job runs on."""
+        return self._bootstrap
+
+    @property
     def restarts(self) -> int:
-        return self._restart.restarts
+        """Global recoveries since the pipeline first started, a coordinator restart included.
+
+        Durable: every attempt after the first is one (attempts are taken in storage and never
+        reused), so this survives a coordinator restart.
+        """
+        return max(self.attempt - 1, 0)
 
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
@@ -142,6 +153,7 @@ class Coordinator:
             consumer.assign([events])
             await consumer.seek_to_end(events)
             await self._new_attempt()
+            self.stats.seed(await self.manifests.latest())
             while not self.job.is_terminal:
                 batches = await consumer.getmany(events, timeout_ms=50)
                 for record in batches.get(events, []):
@@ -227,8 +239,7 @@ class Coordinator:
         if not isinstance(result, tuple):
             return
         manifest, done = result
-        self.completed.append(done.checkpoint_id)
-        self.last_completed_at = time.time()
+        self.stats.on_completed(manifest, time.monotonic())
         if self.job.state is JobState.CHECKPOINTING:
             self.job.apply(JobEvent.CHECKPOINT_ENDED)
         await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
@@ -236,7 +247,7 @@ class Coordinator:
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
         await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
-        if len(self.completed) % self.settings.audit_every == 0:
+        if self.stats.completed % self.settings.audit_every == 0:
             await self._collect_orphans()
 
     async def _collect_orphans(self) -> None:
@@ -250,6 +261,7 @@ class Coordinator:
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
+        self.stats.on_aborted(abort.cause)
         self.aborts = [
             *self.aborts[-9:],
             RecentAbort(abort.checkpoint_id, abort.attempt, abort.reason, time.time()),
@@ -262,6 +274,8 @@ class Coordinator:
         if self._recover_at is not None or self.job.is_terminal:
             return
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
+        if self.tracker is not None and self.tracker.in_flight is not None:
+            self.stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
         decision = self._restart.on_failure(now)
@@ -332,6 +346,7 @@ class Coordinator:
         assert self._producer is not None
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
+        self.stats.on_triggered(checkpoint_id, time.monotonic())
         await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:

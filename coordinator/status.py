@@ -25,8 +25,9 @@ class CoordinatorStatus:
 
     def status(self) -> JobStatus:
         c = self._c
-        last = c.completed[-1] if c.completed else None
-        lag = time.time() - c.last_completed_at if c.last_completed_at else None
+        last = c.stats.last_completed_id
+        done_at = c.stats.last_completed_at
+        lag = max(time.time() - done_at, 0.0) if done_at is not None else None
         return JobStatus(
             pipeline=c.graph.name,
             state=c.job.state.value,

@@ -1,6 +1,7 @@
 """The CLI commands that talk to a running coordinator over its HTTP API.
 
-* ``sluicegate status [--url URL] [--json]``: the job, its workers and subtasks;
+* ``sluicegate status [--url URL] [--json] [--watch [--interval S]]``: the job, its workers
+  and subtasks; ``--watch`` redraws a live view (checkpoints, lag, restarts, workers);
 * ``sluicegate checkpoint list [--url URL] [--json]``: checkpoints, newest first;
 * ``sluicegate checkpoint trigger [--url URL]``: trigger a checkpoint now.
 
@@ -55,6 +56,8 @@ def register(
     status = subparsers.add_parser("status", help="show the job, its workers and subtasks")
     _add_url(status)
     _add_json(status)
+    status.add_argument("--watch", action="store_true", help="a live view, redrawn until Ctrl-C")
+    status.add_argument("--interval", type=float, default=2.0, help="--watch: seconds per frame")
     status.set_defaults(run=run_status)
 
     checkpoint = subparsers.add_parser("checkpoint", help="list or trigger checkpoints")
@@ -76,6 +79,11 @@ def coordinator_url(given: str | None) -> str:
 
 def run_status(args: argparse.Namespace) -> int:
     """``sluicegate status``."""
+
+    if args.watch:
+        from coordinator.watch import watch
+
+        return _run(args, lambda client: watch(client, args.interval, sys.stdout))
 
     def show(client: CoordinatorClient) -> None:
         job, workers, subtasks = client.status(), client.workers(), client.subtasks()

@@ -35,7 +35,7 @@ __all__ = [
 
 
 class AbortCause(StrEnum):
-    """Why a checkpoint was aborted (a label of the aborted-checkpoints metric)."""
+    """Why a checkpoint was aborted (`coordinator.checkpoint_stats` maps it to a metric label)."""
 
     DECLINED = "declined"
     TIMED_OUT = "timed_out"

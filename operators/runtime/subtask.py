@@ -39,10 +39,12 @@ from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
+from prometheus_client import CollectorRegistry
 
 from operators.api import FunctionOperator, Record
 from operators.exceptions import FatalError
 from operators.graph import JobGraph, SubtaskId
+from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.pipeline import TopicKind
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
 from operators.protocol.exceptions import MalformedHeadersError
@@ -161,12 +163,15 @@ class Subtask:
         restore: RestorePoint | None = None,
         next_checkpoint_id: int | None = None,
         settings: SubtaskSettings | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         """``next_checkpoint_id``: the id the coordinator triggers next (default: the restored
         checkpoint's plus one). A record's interval is the checkpoint whose barrier follows it,
-        so this is the writer's first interval."""
+        so this is the writer's first interval. ``registry``: where `SubtaskMetrics` are
+        reported (default: the global one)."""
         self.graph, self.id, self.attempt = graph, subtask, attempt
         self.name = str(subtask)
+        self._metrics = SubtaskMetrics.of(registry).bind(graph.name, subtask.uid, self.name)
         self._spec = graph.operators[subtask.uid]
         self._bootstrap = bootstrap
         self._control = control
@@ -205,6 +210,7 @@ class Subtask:
 
     async def run(self) -> None:
         """Run until cancelled, fenced or failed; steps in the module docstring."""
+        self._metrics.start()
         try:
             await self._open_state()
             await self._start_producers()
@@ -267,6 +273,7 @@ class Subtask:
             auto_offset_reset="earliest",
         )
         await self._consumer.start()
+        self._lag = FetchedPositions(self._consumer)
         partitions = self.graph.input_partitions(self.id)
         self._consumer.assign([KafkaTopicPartition(p.topic, p.partition) for p in partitions])
         for p in partitions:
@@ -291,6 +298,7 @@ class Subtask:
         finally:
             if self._store is not None:
                 self._store.close()
+            self._metrics.close()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -314,6 +322,10 @@ class Subtask:
         batches = await self._consumer.getmany(
             timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.fetch_max_records
         )
+        for tp, fetched in batches.items():
+            if fetched:
+                self._lag.seen(tp.topic, tp.partition, fetched[-1].offset + 1)
+        await self._metrics.on_fetch(self._lag, self._aligner.buffered)
         for records in batches.values():
             for n, record in enumerate(records, start=1):
                 await self._on_record(record)
@@ -325,6 +337,7 @@ class Subtask:
 
     async def _on_record(self, record: Incoming) -> None:
         self.records_in += 1
+        self._metrics.records_in.inc()
         try:
             meta = decode_headers(record.headers)
         except MalformedHeadersError as exc:
@@ -471,6 +484,7 @@ class Subtask:
         spec = self.graph.topics[emitted.topic]
         partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
         self.records_out += 1
+        self._metrics.records_out.inc()
         if spec.kind is TopicKind.SINK and spec.exactly_once:
             assert self._publisher is not None
             self._publisher.write_ahead(
@@ -495,6 +509,7 @@ class Subtask:
     async def _dead_letter(self, incoming: Incoming, error: Exception) -> None:
         assert self._producer is not None
         self.dead_letters += 1
+        self._metrics.dead_letters.inc()
         logger.warning(
             "%s dead-letters %s[%s]@%s: %r",
             self.name, incoming.topic, incoming.partition, incoming.offset, error,
@@ -562,6 +577,7 @@ class Subtask:
             sync_seconds=sync_s,
             async_seconds=result.seconds,
         )
+        self._metrics.on_ack(alignment_s, sync_s, result.seconds)
         await self._control.send(ack)
 
     async def _on_completed(self, checkpoint_id: int) -> None:

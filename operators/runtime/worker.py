@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from prometheus_client import CollectorRegistry
 
 from operators.graph import JobGraph, SubtaskId
 from operators.runtime.control import (
@@ -60,13 +61,17 @@ class Worker:
         work_dir: Path,
         heartbeat_seconds: float = 1.0,
         subtask_settings: SubtaskSettings | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """``registry``: where the subtasks report their metrics (default: the global one,
+        which ``sluicegate worker --metrics-port`` serves)."""
         self.graph, self.worker_id, self.slots = graph, worker_id, slots
         self._bootstrap = bootstrap
         self._storage = storage
         self._work_dir = work_dir
         self._heartbeat_seconds = heartbeat_seconds
         self._settings = subtask_settings
+        self._registry = registry
         self.attempt = 0
         self.incarnation = uuid.uuid4().hex
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -141,6 +146,7 @@ class Worker:
                 restore=manifest.restore_point(name) if manifest else None,
                 next_checkpoint_id=assign.next_checkpoint_id,
                 settings=self._settings,
+                registry=self._registry,
             )
             self._links[name] = link
             self._tasks[name] = asyncio.create_task(subtask.run(), name=name)

@@ -1,0 +1,197 @@
+"""``sluicegate status --watch``: the job's health redrawn every few seconds, for a terminal.
+
+For people without Grafana: state, attempt, checkpoint lag, restarts, workers alive and the
+last checkpoints with their durations and sizes, read from the coordinator's HTTP API.
+`render` makes one frame from the API's models (pure, so tests call it directly); `watch`
+fetches and draws frames until interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Protocol, TextIO
+
+from coordinator.api.view import CheckpointInfo, JobStatus, WorkerInfo
+from operators.exceptions import SluicegateError
+
+__all__ = ["JobSource", "render", "watch"]
+
+# Cursor home, then each line erases what is left of the previous frame's line, and the screen
+# below the frame is erased last: redrawing in place does not flicker like a full clear does.
+_HOME = "\x1b[H"
+_ERASE_LINE = "\x1b[K"
+_ERASE_BELOW = "\x1b[J"
+
+
+class JobSource(Protocol):
+    """What `watch` reads; `coordinator.api.client.CoordinatorClient` is one."""
+
+    def status(self) -> JobStatus: ...
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """Newest first."""
+        ...
+
+
+def render(
+    status: JobStatus,
+    checkpoints: Sequence[CheckpointInfo],
+    workers: Sequence[WorkerInfo],
+    *,
+    last: int = 8,
+    runs_by_status: Mapping[str, int] | None = None,
+) -> str:
+    """One frame: the job, the ``last`` checkpoints of ``checkpoints`` (newest first, as the
+    API lists them) and the workers.
+
+    ``runs_by_status`` is the agents' run count by status; the coordinator does not know it
+    yet (the workers export it as ``sluicegate_agent_runs``), so the frame says so when absent.
+    """
+    if status.last_completed_checkpoint is None:
+        lag = "no checkpoint completed yet"
+    else:
+        seconds = status.checkpoint_lag_seconds
+        age = "" if seconds is None else f"{_seconds(seconds)}, "
+        lag = f"{age}checkpoint {status.last_completed_checkpoint}"
+    alive = sum(w.alive for w in workers)
+    dead = sorted(w.worker_id for w in workers if not w.alive)
+    alive_text = f"{alive} of {len(workers)}" + (f" (not alive: {', '.join(dead)})" if dead else "")
+    summary = [
+        ["pipeline", status.pipeline],
+        ["state", status.state],
+        ["attempt", str(status.attempt)],
+        ["checkpoint lag", lag],
+        ["restarts", str(status.restarts)],
+        ["workers alive", alive_text],
+        ["runs by status", _runs(runs_by_status)],
+    ]
+    sections = [_table(None, summary)]
+    shown = list(checkpoints[:last])
+    if shown:
+        headers = ["CHECKPOINT", "STATUS", "ATTEMPT", "DURATION", "ALIGN", "SYNC", "ASYNC"]
+        headers += ["FULL", "INCR", "REASON"]
+        rows = [
+            [
+                str(c.checkpoint_id),
+                c.status.value,
+                str(c.attempt),
+                _duration(c.triggered_at, c.completed_at),
+                _seconds(c.alignment_seconds),
+                _seconds(c.sync_seconds),
+                _seconds(c.async_seconds),
+                _bytes(c.full_bytes),
+                _bytes(c.incremental_bytes),
+                c.reason or "-",
+            ]
+            for c in shown
+        ]
+        sections.append(_table(headers, rows))
+    else:
+        sections.append("no checkpoints yet")
+    if workers:
+        rows = [
+            [
+                w.worker_id,
+                "yes" if w.alive else "NO",
+                f"{len(w.subtasks)} of {w.slots}",
+                f"{_seconds(w.seconds_since_heartbeat)} ago",
+            ]
+            for w in sorted(workers, key=lambda w: w.worker_id)
+        ]
+        sections.append(_table(["WORKER", "ALIVE", "SUBTASKS", "HEARTBEAT"], rows))
+    else:
+        sections.append("no workers registered")
+    return "\n\n".join(sections)
+
+
+def watch(
+    client: JobSource,
+    interval_s: float,
+    out: TextIO,
+    *,
+    frames: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Draw a frame every ``interval_s`` seconds until interrupted (or ``frames`` are drawn).
+
+    Steps of each frame:
+
+    1. read status, workers and checkpoints from ``client``; if the coordinator cannot
+       answer (restarting, unreachable), the frame says so and the next one tries again;
+    2. on a terminal, move the cursor home and draw over the previous frame (ANSI codes);
+       otherwise (a pipe, a file) append the frame after a blank line;
+    3. sleep ``interval_s``.
+
+    Returns only after ``frames`` frames; a person stops it with Ctrl-C (KeyboardInterrupt
+    propagates, and the CLI turns it into exit code 130).
+    """
+    if interval_s <= 0:
+        raise ValueError(f"the watch interval must be positive, not {interval_s}")
+    tty = out.isatty()
+    drawn = 0
+    while frames is None or drawn < frames:
+        stamp = datetime.fromtimestamp(clock(), UTC).strftime("%H:%M:%SZ")
+        header = f"every {interval_s:g}s, at {stamp} (Ctrl-C stops)"
+        try:
+            body = render(client.status(), client.checkpoints(), client.workers())
+        except SluicegateError as exc:
+            what_to_do = getattr(exc, "what_to_do", "")
+            body = f"cannot read the coordinator: {exc}" + (f"\n{what_to_do}" if what_to_do else "")
+        frame = f"{header}\n\n{body}"
+        if tty:
+            lines = frame.split("\n")
+            out.write(_HOME + "".join(line + _ERASE_LINE + "\n" for line in lines) + _ERASE_BELOW)
+        else:
+            out.write(("\n" if drawn else "") + frame + "\n")
+        out.flush()
+        drawn += 1
+        if frames is None or drawn < frames:
+            sleep(interval_s)
+
+
+def _runs(by_status: Mapping[str, int] | None) -> str:
+    if by_status is None:
+        # TODO(observability): the coordinator does not collect runs by status yet; the
+        # workers export them (sluicegate_agent_runs). Pass them here once it does.
+        return "not reported by the coordinator yet (Grafana: Runs by status)"
+    if not by_status:
+        return "none"
+    return ", ".join(f"{status} {count}" for status, count in sorted(by_status.items()))
+
+
+def _table(headers: list[str] | None, rows: list[list[str]]) -> str:
+    """Columns aligned left, two spaces apart; no trailing spaces."""
+    lines = ([headers] if headers else []) + rows
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    return "-" if start is None or end is None else _seconds(max(0.0, end - start))
+
+
+def _seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 100:
+        return f"{value:.1f}s"
+    return f"{value:.0f}s"
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
