@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from coordinator.assignment import load_assignment, plan_assignment, save_assignment
 from coordinator.barriers import inject_barriers
 from coordinator.checkpoint_stats import CheckpointStats
 from coordinator.checkpoints import AbortCause, AbortCheckpoint, CheckpointTracker
@@ -112,6 +113,7 @@ class Coordinator:
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
         self.aborts: list[RecentAbort] = []
         self.restore_fallbacks = 0
+        self._previous: dict[str, str] | None = None  # subtask -> worker, last attempt
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
         self._restart = self.settings.restart_policy
@@ -317,7 +319,11 @@ class Coordinator:
             )
             self.job.apply(JobEvent.FATAL)
             return
-        assignment = _spread(self._subtasks, slots)
+        if self._previous is None:
+            self._previous = await load_assignment(self.storage)
+        assignment = plan_assignment(self._subtasks, slots, self._previous)
+        await save_assignment(self.storage, self.attempt, assignment)
+        self._previous = {s: w for w, subs in assignment.items() for s in subs}
         self.assign = Assign(
             attempt=self.attempt,
             restore_from=latest.checkpoint_id if latest else None,
@@ -362,15 +368,3 @@ class Coordinator:
         if offsets and self._offsets is not None:
             self._offsets.assign(list(offsets))
             await self._offsets.commit(offsets)
-
-
-def _spread(subtasks: list[str], slots: dict[str, int]) -> dict[str, tuple[str, ...]]:
-    """Round-robin ``subtasks`` over workers (sorted by id) within their free slots."""
-    free = dict(sorted(slots.items()))
-    assignment: dict[str, list[str]] = {w: [] for w in free}
-    workers = [w for w in free for _ in range(free[w])]
-    # Interleave workers so consecutive subtasks land on different workers when possible.
-    order = sorted(range(len(workers)), key=lambda i: (workers[:i].count(workers[i]), i))
-    for subtask, slot in zip(subtasks, order, strict=False):
-        assignment[workers[slot]].append(subtask)
-    return {w: tuple(s) for w, s in assignment.items()}

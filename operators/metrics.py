@@ -160,7 +160,7 @@ class SubtaskMetrics:
     @classmethod
     def of(cls, registry: CollectorRegistry | None = None) -> SubtaskMetrics:
         """The metrics of ``registry`` (default: the global one), declared on first use."""
-        registry = registry or REGISTRY
+        registry = registry if registry is not None else REGISTRY
         with _lock:
             metrics = _by_registry.get(registry)
             if metrics is None:

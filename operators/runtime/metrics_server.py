@@ -41,7 +41,8 @@ class MetricsServer:
             ConfigError: the address cannot be bound (port in use, unknown host).
         """
         try:
-            server, thread = start_http_server(port, addr=host, registry=registry or REGISTRY)
+            served = REGISTRY if registry is None else registry
+            server, thread = start_http_server(port, addr=host, registry=served)
         except OSError as exc:
             raise ConfigError(
                 "worker metrics address",
