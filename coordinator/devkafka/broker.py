@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -31,7 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from coordinator.devkafka.jars import broker_resources, ensure_jars, require_tool
 from coordinator.exceptions import BrokerStartError
 
-__all__ = ["DevBroker", "free_port", "wait_until_ready"]
+__all__ = ["DevBroker", "free_port", "new_cluster_id", "wait_until_ready"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,15 @@ def _die_with_parent() -> None:
     """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: URL-safe base64 of 16 random bytes. Like Kafka's own ids, never one
+    that starts with ``-``, which the storage tool would take for an option (1 in 64 did)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class DevBroker:
@@ -250,7 +260,7 @@ class DevBroker:
         return config
 
     def _format(self, java: str, classpath: str, config: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         command = [java, "-cp", classpath, "kafka.tools.StorageTool", "format",
                    "-t", cluster_id, "-c", str(config)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)

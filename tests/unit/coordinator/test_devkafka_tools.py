@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.devkafka.broker import new_cluster_id
 from coordinator.devkafka.jars import require_tool
 from coordinator.exceptions import MissingToolError
 
@@ -38,3 +39,11 @@ def test_cli_without_java_exits_with_the_advice(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "java was not found on PATH" in done.stderr
     assert "SLUICEGATE_KAFKA_BOOTSTRAP" in done.stderr
+
+
+def test_a_cluster_id_never_starts_with_a_dash() -> None:
+    # 0xf8 puts "-" (index 62 of the URL-safe alphabet) first; the tool would read an option.
+    draws = iter([b"\xf8" + bytes(15), bytes(16)])
+    cluster_id = new_cluster_id(lambda: next(draws))
+    assert cluster_id == "A" * 22
+    assert not new_cluster_id().startswith("-")
