@@ -42,7 +42,6 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from prometheus_client import CollectorRegistry
 
 from operators.api import FunctionOperator, Record
-from operators.exceptions import FatalError
 from operators.graph import JobGraph, SubtaskId
 from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.pipeline import TopicKind
@@ -67,6 +66,11 @@ from operators.runtime.control import (
     ControlLink,
 )
 from operators.runtime.deadletters import dead_letter_headers
+from operators.runtime.exceptions import (
+    CorruptCheckpointError,
+    SinkProgressError,
+    SubtaskFencedError,
+)
 from operators.runtime.executor import KeyedExecutor
 from operators.runtime.partitioner import partition_for
 from operators.runtime.sinks import SinkPublisher
@@ -96,35 +100,6 @@ logger = logging.getLogger(__name__)
 _YIELD_EVERY = 100
 
 Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
-
-
-class SubtaskFencedError(FatalError):
-    """A record of a newer attempt exists: this subtask is a zombie and stops."""
-
-    def __init__(self, subtask: str, attempt: int, newer_attempt: int) -> None:
-        super().__init__(f"{subtask} of attempt {attempt} is fenced by attempt {newer_attempt}")
-        self.subtask, self.attempt, self.newer_attempt = subtask, attempt, newer_attempt
-
-
-class CorruptCheckpointError(FatalError):
-    """A file of the checkpoint being restored failed its size or checksum check."""
-
-    def __init__(self, checkpoint_id: int, path: str) -> None:
-        super().__init__(f"checkpoint {checkpoint_id} is corrupt: {path} failed verification")
-        self.checkpoint_id, self.path = checkpoint_id, path
-
-
-class SinkProgressError(FatalError):
-    """The sink says outputs were published, but the job starts with no checkpoint."""
-
-    def __init__(self, subtask: str, published: int) -> None:
-        super().__init__(
-            f"{subtask}: the sink-progress topic says checkpoint {published} was published, but "
-            "this job starts without a checkpoint (was its checkpoint storage replaced?). "
-            "Point the job at its checkpoint storage, or give the pipeline a new name, or "
-            "delete the pipeline's sluicegate.<pipeline>.sink-progress topic to start afresh."
-        )
-        self.subtask, self.published = subtask, published
 
 
 @dataclass(frozen=True, slots=True)
