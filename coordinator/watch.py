@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
+from coordinator.api.text import bytes_text, duration_text, seconds_text, table
 from coordinator.api.view import CheckpointInfo, JobStatus, WorkerInfo
 from operators.exceptions import SluicegateError
 
@@ -55,7 +56,7 @@ def render(
         lag = "no checkpoint completed yet"
     else:
         seconds = status.checkpoint_lag_seconds
-        age = "" if seconds is None else f"{_seconds(seconds)}, "
+        age = "" if seconds is None else f"{seconds_text(seconds)}, "
         lag = f"{age}checkpoint {status.last_completed_checkpoint}"
     alive = sum(w.alive for w in workers)
     dead = sorted(w.worker_id for w in workers if not w.alive)
@@ -69,7 +70,7 @@ def render(
         ["workers alive", alive_text],
         ["runs by status", _runs(runs_by_status)],
     ]
-    sections = [_table(None, summary)]
+    sections = [table(None, summary)]
     shown = list(checkpoints[:last])
     if shown:
         headers = ["CHECKPOINT", "STATUS", "ATTEMPT", "DURATION", "ALIGN", "SYNC", "ASYNC"]
@@ -79,17 +80,17 @@ def render(
                 str(c.checkpoint_id),
                 c.status.value,
                 str(c.attempt),
-                _duration(c.triggered_at, c.completed_at),
-                _seconds(c.alignment_seconds),
-                _seconds(c.sync_seconds),
-                _seconds(c.async_seconds),
-                _bytes(c.full_bytes),
-                _bytes(c.incremental_bytes),
+                duration_text(c.triggered_at, c.completed_at),
+                seconds_text(c.alignment_seconds),
+                seconds_text(c.sync_seconds),
+                seconds_text(c.async_seconds),
+                bytes_text(c.full_bytes),
+                bytes_text(c.incremental_bytes),
                 c.reason or "-",
             ]
             for c in shown
         ]
-        sections.append(_table(headers, rows))
+        sections.append(table(headers, rows))
     else:
         sections.append("no checkpoints yet")
     if workers:
@@ -98,11 +99,11 @@ def render(
                 w.worker_id,
                 "yes" if w.alive else "NO",
                 f"{len(w.subtasks)} of {w.slots}",
-                f"{_seconds(w.seconds_since_heartbeat)} ago",
+                f"{seconds_text(w.seconds_since_heartbeat)} ago",
             ]
             for w in sorted(workers, key=lambda w: w.worker_id)
         ]
-        sections.append(_table(["WORKER", "ALIVE", "SUBTASKS", "HEARTBEAT"], rows))
+        sections.append(table(["WORKER", "ALIVE", "SUBTASKS", "HEARTBEAT"], rows))
     else:
         sections.append("no workers registered")
     return "\n\n".join(sections)
@@ -162,36 +163,3 @@ def _runs(by_status: Mapping[str, int] | None) -> str:
     if not by_status:
         return "none"
     return ", ".join(f"{status} {count}" for status, count in sorted(by_status.items()))
-
-
-def _table(headers: list[str] | None, rows: list[list[str]]) -> str:
-    """Columns aligned left, two spaces apart; no trailing spaces."""
-    lines = ([headers] if headers else []) + rows
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in lines
-    )
-
-
-def _duration(start: float | None, end: float | None) -> str:
-    return "-" if start is None or end is None else _seconds(max(0.0, end - start))
-
-
-def _seconds(value: float) -> str:
-    if value < 10:
-        return f"{value:.2f}s"
-    if value < 100:
-        return f"{value:.1f}s"
-    return f"{value:.0f}s"
-
-
-def _bytes(size: int) -> str:
-    if size < 1024:
-        return f"{size} B"
-    value = size / 1024
-    for unit in ("KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"

@@ -26,6 +26,7 @@ from coordinator.api.client import (
     CoordinatorClient,
     CoordinatorUnreachableError,
 )
+from coordinator.api.text import bytes_text, duration_text, seconds_text, table
 from coordinator.api.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError
 
@@ -126,9 +127,9 @@ def render_status(
         "none yet" if job.last_completed_checkpoint is None else str(job.last_completed_checkpoint)
     )
     if job.checkpoint_lag_seconds is not None:
-        last += f" ({_seconds(job.checkpoint_lag_seconds)} ago)"
+        last += f" ({seconds_text(job.checkpoint_lag_seconds)} ago)"
     sections = [
-        _table(
+        table(
             None,
             [
                 ["pipeline", job.pipeline],
@@ -146,11 +147,11 @@ def render_status(
                 "yes" if w.alive else "NO",
                 str(w.slots),
                 str(len(w.subtasks)),
-                f"{_seconds(w.seconds_since_heartbeat)} ago",
+                f"{seconds_text(w.seconds_since_heartbeat)} ago",
             ]
             for w in sorted(workers, key=lambda w: w.worker_id)
         ]
-        sections.append(_table(["WORKER", "ALIVE", "SLOTS", "SUBTASKS", "HEARTBEAT"], rows))
+        sections.append(table(["WORKER", "ALIVE", "SLOTS", "SUBTASKS", "HEARTBEAT"], rows))
     else:
         sections.append("no workers")
     if subtasks:
@@ -158,7 +159,7 @@ def render_status(
             [s.subtask, s.worker_id or "-", str(s.attempt)]
             for s in sorted(subtasks, key=lambda s: s.subtask)
         ]
-        sections.append(_table(["SUBTASK", "WORKER", "ATTEMPT"], rows))
+        sections.append(table(["SUBTASK", "WORKER", "ATTEMPT"], rows))
     else:
         sections.append("no subtasks")
     return "\n\n".join(sections)
@@ -176,17 +177,17 @@ def render_checkpoints(checkpoints: Sequence[CheckpointInfo]) -> str:
             c.status.value,
             str(c.attempt),
             _time(c.triggered_at),
-            _duration(c.triggered_at, c.completed_at),
-            _bytes(c.full_bytes),
-            _bytes(c.incremental_bytes),
-            _seconds(c.alignment_seconds),
-            _seconds(c.sync_seconds),
-            _seconds(c.async_seconds),
+            duration_text(c.triggered_at, c.completed_at),
+            bytes_text(c.full_bytes),
+            bytes_text(c.incremental_bytes),
+            seconds_text(c.alignment_seconds),
+            seconds_text(c.sync_seconds),
+            seconds_text(c.async_seconds),
             c.reason or "-",
         ]
         for c in checkpoints
     ]
-    return _table(headers, rows)
+    return table(headers, rows)
 
 
 def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], None]) -> int:
@@ -238,40 +239,7 @@ def _plain(data: Any) -> Any:
     return data
 
 
-def _table(headers: list[str] | None, rows: list[list[str]]) -> str:
-    """Columns aligned left, two spaces apart; no trailing spaces."""
-    lines = ([headers] if headers else []) + rows
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in lines
-    )
-
-
 def _time(unix: float | None) -> str:
     if unix is None:
         return "-"
     return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _duration(start: float | None, end: float | None) -> str:
-    return "-" if start is None or end is None else _seconds(max(0.0, end - start))
-
-
-def _seconds(value: float) -> str:
-    if value < 10:
-        return f"{value:.2f}s"
-    if value < 100:
-        return f"{value:.1f}s"
-    return f"{value:.0f}s"
-
-
-def _bytes(size: int) -> str:
-    if size < 1024:
-        return f"{size} B"
-    value = size / 1024
-    for unit in ("KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"

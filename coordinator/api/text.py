@@ -1,0 +1,38 @@
+"""Plain-text formatting shared by the CLI views: status, checkpoint list, --watch."""
+
+from __future__ import annotations
+
+__all__ = ["bytes_text", "duration_text", "seconds_text", "table"]
+
+
+def table(headers: list[str] | None, rows: list[list[str]]) -> str:
+    """Columns aligned left, two spaces apart; no trailing spaces."""
+    lines = ([headers] if headers else []) + rows
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def duration_text(start: float | None, end: float | None) -> str:
+    return "-" if start is None or end is None else seconds_text(max(0.0, end - start))
+
+
+def seconds_text(value: float) -> str:
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 100:
+        return f"{value:.1f}s"
+    return f"{value:.0f}s"
+
+
+def bytes_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
