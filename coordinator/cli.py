@@ -5,7 +5,8 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate dev kafka [--port N] [--data-dir D]``: run the development broker until Ctrl-C.
 * ``sluicegate coordinator|worker --pipeline module:attr``: the two processes of a pipeline.
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
-* ``sluicegate status``, ``sluicegate checkpoint list|trigger|audit``: ask a running coordinator.
+* ``sluicegate status``, ``sluicegate stop``, ``sluicegate checkpoint list|trigger|audit``: ask a
+  running coordinator.
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
@@ -28,6 +29,7 @@ from types import FrameType
 from coordinator.api.commands import register as register_client_commands
 from coordinator.config import CoordinatorSettings
 from coordinator.devkafka import KAFKA_VERSION, DevBroker
+from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 
@@ -207,7 +209,8 @@ def _coordinator(args: argparse.Namespace) -> int:
         ),
     )
     asyncio.run(_serve_coordinator(service, args.http_host, args.http_port))
-    return 0
+    # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
+    return 0 if service.job.state is JobState.STOPPED else 1
 
 
 async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None:

@@ -60,8 +60,8 @@ def demo_graph() -> JobGraph:
 async def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
     """Write ``lines`` to ``topic`` with an idempotent producer."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
-    await producer.start()
     try:
+        await producer.start()
         for i, line in enumerate(lines):
             await producer.send(topic, line.encode(), key=str(i).encode())
         await producer.flush()
@@ -76,8 +76,8 @@ async def read_sink(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
-    await consumer.start()
     try:
+        await consumer.start()
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)

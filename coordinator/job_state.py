@@ -8,7 +8,7 @@ state it returns; a transition outside :data:`TRANSITIONS` is a bug in the calle
     -------------  --------------------  -------------
     created        workers_ready         -> running
     created        failure_detected      -> recovering     a worker failed while starting
-    created        stop_requested        -> stopped        nothing runs yet: nothing to drain
+    created        stop_requested        -> stopping       zombies of an older attempt may run
     created        fatal                 -> failed
     running        checkpoint_triggered  -> checkpointing
     running        failure_detected      -> recovering
@@ -87,7 +87,7 @@ TRANSITIONS: Final[Mapping[JobState, Mapping[JobEvent, JobState]]] = MappingProx
             {
                 _E.WORKERS_READY: _S.RUNNING,
                 _E.FAILURE_DETECTED: _S.RECOVERING,
-                _E.STOP_REQUESTED: _S.STOPPED,
+                _E.STOP_REQUESTED: _S.STOPPING,
                 _E.FATAL: _S.FAILED,
             }
         ),

@@ -17,11 +17,16 @@ themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`
    the manifest, broadcast ``completed(n)``, commit the sources' group offsets and apply
    retention; on a dead or restarted worker or a failed subtask, recover after the restart
    policy's delay: new attempt, reassign to live workers, restore everything. A checkpoint
-   whose files fail verification on restore is marked corrupt and the previous one is used.
+   whose files fail verification on restore is marked corrupt and the previous one is used;
+4. on `request_stop` (``sluicegate stop``): no more periodic checkpoints or recoveries; a final
+   checkpoint, then ``stop`` to every worker (`coordinator.stopping`); `run` returns once the
+   job is ``stopped`` (or ``failed``), and starting a coordinator again resumes the job from
+   its last completed checkpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -38,6 +43,7 @@ from coordinator.liveness import LivenessTracker
 from coordinator.metadata import next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
+from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal
 from operators.graph import JobGraph
 from operators.runtime.control import (
     Assign,
@@ -47,6 +53,7 @@ from operators.runtime.control import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    StopSubtasks,
     SubtaskFailed,
     ToWorker,
 )
@@ -73,6 +80,8 @@ class CoordinatorOptions:
     heartbeat_timeout_seconds: float = 6.0
     keep_checkpoints: int = 3
     audit_every: int = 10
+    stop_timeout_seconds: float = 60.0
+    """How long a graceful stop may take, final checkpoint included."""
     """Completed checkpoints between two orphan audits (each lists the whole storage)."""
     restart_policy: RestartPolicy = field(
         default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
@@ -121,6 +130,10 @@ class Coordinator:
         self._producer: AIOKafkaProducer | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._last_audit: AuditReport | None = None
+        self.stopping: StopSequence | None = None
+        """The graceful stop under way or done (None: none was asked for)."""
+        self.ended = asyncio.Event()
+        """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -148,9 +161,9 @@ class Coordinator:
             group_id=f"sluicegate.{self.graph.name}",
             enable_auto_commit=False,
         )
-        for client in (self._producer, consumer, self._offsets):
-            await client.start()
-        try:
+        try:  # clients started inside: a cancel during a start must still stop them all
+            for client in (self._producer, consumer, self._offsets):
+                await client.start()
             events = TopicPartition(to_coordinator_topic(self.graph.name), 0)
             consumer.assign([events])
             await consumer.seek_to_end(events)
@@ -164,6 +177,7 @@ class Coordinator:
         finally:
             for client in (consumer, self._offsets, self._producer):
                 await client.stop()
+            self.ended.set()
 
     async def trigger_checkpoint(self) -> int | None:
         """Trigger a checkpoint now if the tracker allows it; its id, or None."""
@@ -175,6 +189,28 @@ class Coordinator:
         await self._inject(inject.checkpoint_id, inject.attempt)
         return inject.checkpoint_id
 
+    def request_stop(self, *, final_checkpoint: bool = True) -> None:
+        """Stop the job gracefully (step 4 of the module docstring), with a final checkpoint
+        unless ``final_checkpoint`` is False. Nothing happens if the job is already stopping
+        or has ended."""
+        if self.job.state is JobState.STOPPING or self.job.is_terminal:
+            return
+        running = self.assign is not None and self.tracker is not None
+        in_flight = self.tracker.in_flight if running and self.tracker is not None else None
+        self.stopping = StopSequence(
+            time.monotonic(),
+            final_checkpoint=final_checkpoint,
+            in_flight=in_flight,
+            running_attempt=running,
+            timeout_seconds=self.settings.stop_timeout_seconds,
+        )
+        self._recover_at = None
+        self.job.apply(JobEvent.STOP_REQUESTED)
+        logger.info(
+            "pipeline %s: stopping (%s)", self.graph.name,
+            "final checkpoint first" if final_checkpoint else "no final checkpoint",
+        )  # fmt: skip
+
     # -- decisions ------------------------------------------------------------------------
 
     async def _tick(self, now: float) -> None:
@@ -182,6 +218,9 @@ class Coordinator:
             self.liveness.forget(worker)
             if self._assigned(worker):
                 await self._fail(f"worker {worker} missed its heartbeats", now)
+        if self.stopping is not None:
+            await self._drive_stop(self.stopping, now)
+            return
         if self._recover_at is not None and now >= self._recover_at:
             self._recover_at = None
             await self._new_attempt()
@@ -228,7 +267,7 @@ class Coordinator:
             # Restarted under the same id: its subtasks are gone, the others run on.
             await self._fail(f"worker {beat.worker_id} restarted and lost its subtasks", now)
             return
-        if self.assign is not None and beat.attempt != self.assign.attempt:
+        if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
             await self._broadcast(self.assign)  # it missed the assignment: send it again
 
     async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
@@ -245,6 +284,8 @@ class Coordinator:
         if self.job.state is JobState.CHECKPOINTING:
             self.job.apply(JobEvent.CHECKPOINT_ENDED)
         await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
+        if self.stopping is not None:
+            self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
         await self._commit_source_offsets(manifest)
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
@@ -271,9 +312,18 @@ class Coordinator:
         if self.job.state is JobState.CHECKPOINTING:
             self.job.apply(JobEvent.CHECKPOINT_ENDED)
         await self._broadcast(CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason))
+        if self.stopping is not None:
+            self.stopping.checkpoint_ended(
+                abort.checkpoint_id, completed=False, reason=abort.reason
+            )
 
     async def _fail(self, reason: str, now: float) -> None:
         if self._recover_at is not None or self.job.is_terminal:
+            return
+        if self.stopping is not None:
+            logger.warning("pipeline %s: failure while stopping: %s", self.graph.name, reason)
+            self.job.apply(JobEvent.FAILURE_DETECTED)  # stays stopping: nothing to recover
+            self.stopping.on_failure(reason)
             return
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
         if self.tracker is not None and self.tracker.in_flight is not None:
@@ -286,6 +336,42 @@ class Coordinator:
             self.job.apply(JobEvent.RESTARTS_EXHAUSTED)
             return
         self._recover_at = now + decision.delay_seconds
+
+    async def _drive_stop(self, stop: StopSequence, now: float) -> None:
+        """Do what the stop sequence asks for now; `coordinator.stopping` has its phases."""
+        tracker = self.tracker if self.assign is not None else None
+        if tracker is not None and (abort := tracker.on_tick(now)) is not None:
+            await self._abort(abort)  # the final checkpoint timed out
+        running = frozenset(
+            subtask
+            for worker in self.liveness.alive(now)
+            if (entry := self.liveness.get(worker)) is not None
+            for subtask in entry.info.subtasks
+        )
+        in_flight = tracker is not None and tracker.in_flight is not None
+        match stop.on_tick(now, checkpoint_in_flight=in_flight, running=running):
+            case TriggerFinal():
+                inject = tracker.trigger(now, forced=True) if tracker is not None else None
+                if inject is not None:
+                    stop.final_triggered(inject.checkpoint_id)
+                    await self._inject(inject.checkpoint_id, inject.attempt)
+            case SendStop():
+                await self._broadcast(StopSubtasks(self.attempt))
+            case Finish(unconfirmed=unconfirmed):
+                if unconfirmed:
+                    logger.warning(
+                        "pipeline %s: subtasks %s did not confirm the stop within %.0f s",
+                        self.graph.name, ", ".join(unconfirmed),
+                        self.settings.stop_timeout_seconds,
+                    )  # fmt: skip
+                self.job.apply(JobEvent.STOPPED)
+                final = stop.completed
+                logger.info(
+                    "pipeline %s stopped; %s", self.graph.name,
+                    f"final checkpoint {final}" if final is not None
+                    else f"no final checkpoint{': ' + stop.note if stop.note else ''}; the next "
+                    f"start resumes from checkpoint {self.stats.last_completed_id}",
+                )  # fmt: skip
 
     def _assigned(self, worker: str) -> bool:
         return bool(self.assign and self.assign.assignment.get(worker))

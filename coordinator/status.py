@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 
 from coordinator.api.view import (
@@ -9,6 +11,7 @@ from coordinator.api.view import (
     CheckpointRefusedError,
     CheckpointStatus,
     JobStatus,
+    StopInfo,
     SubtaskInfo,
     WorkerInfo,
 )
@@ -35,6 +38,13 @@ class CoordinatorStatus:
             last_completed_checkpoint=last,
             checkpoint_lag_seconds=lag,
             restarts=c.restarts,
+            stop=None
+            if c.stopping is None
+            else StopInfo(
+                phase=c.stopping.phase.value,
+                final_checkpoint=c.stopping.completed,
+                note=c.stopping.note,
+            ),
         )
 
     def workers(self) -> list[WorkerInfo]:
@@ -104,6 +114,16 @@ class CoordinatorStatus:
                 "not running; try again in a moment"
             )
         return checkpoint_id
+
+    async def stop(self, *, final_checkpoint: bool, wait_seconds: float) -> JobStatus:
+        self._c.request_stop(final_checkpoint=final_checkpoint)
+        if wait_seconds > 0:
+            # The answer is sent before the process exits: the server lets requests in
+            # progress finish when the coordinator's run ends.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_seconds):
+                    await self._c.ended.wait()
+        return self.status()
 
 
 def _empty(

@@ -3,8 +3,8 @@
 Starts (unless ``SLUICEGATE_KAFKA_BOOTSTRAP`` names a cluster) the development broker, then the
 coordinator and ``N`` workers as child processes whose output lines are prefixed with their
 name. A worker that exits is started again (as a process supervisor or Kubernetes would); the
-coordinator exiting ends the whole group. Ctrl-C (or SIGTERM) stops every child, then the
-broker.
+coordinator exiting ends the whole group, with its exit code (0 after ``sluicegate stop``).
+Ctrl-C (or SIGTERM) stops every child, then the broker.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Supervisor:
                         continue
                     if not child.restart:
                         self._say(f"[{child.name}] exited with {code}; stopping")
-                        return code or 1
+                        return code  # 0: the job was stopped (`sluicegate stop`)
                     self._say(f"[{child.name}] exited with {code}; restarting")
                     await asyncio.sleep(_RESTART_DELAY_S)
                     await self._start(child)

@@ -27,9 +27,9 @@ import http
 import logging
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
@@ -177,6 +177,31 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
         checkpoint_id = await view.trigger_checkpoint()
         logger.info("checkpoint triggered over HTTP", extra={"checkpoint_id": checkpoint_id})
         return CheckpointTriggered(checkpoint_id=checkpoint_id)
+
+    @app.post(
+        "/stop",
+        response_model=JobStatus,
+        tags=["job"],
+        summary="Stop the job gracefully",
+        responses=_VIEW_ERRORS,
+    )
+    async def post_stop(
+        final_checkpoint: Annotated[
+            bool,
+            Query(description="take a final checkpoint first (the next start resumes from it)"),
+        ] = True,
+        wait_seconds: Annotated[
+            float, Query(ge=0, le=600, description="answer once stopped, or after this long")
+        ] = 0,
+    ) -> JobStatus:
+        """Stop the job: a final checkpoint (unless ``final_checkpoint=false``), then every
+        subtask stops; the coordinator process exits once the job is ``stopped``.
+
+        Asking again while it stops changes nothing. The answer is the job's status, with
+        ``stop`` saying how far the stop got; starting the coordinator again resumes the job.
+        """
+        logger.info("stop requested over HTTP", extra={"final_checkpoint": final_checkpoint})
+        return await view.stop(final_checkpoint=final_checkpoint, wait_seconds=wait_seconds)
 
     @app.get(
         "/metrics",

@@ -97,12 +97,22 @@ class CoordinatorClient:
             raise _unexpected(status, "the answer has no checkpoint_id")
         return answer["checkpoint_id"]
 
+    def stop(self, *, final_checkpoint: bool = True, wait_seconds: float = 0) -> JobStatus:
+        """Stop the job gracefully; its status once stopped, or after ``wait_seconds``."""
+        query = urllib.parse.urlencode(
+            {"final_checkpoint": str(final_checkpoint).lower(), "wait_seconds": wait_seconds}
+        )
+        status, body = self._call("POST", f"/stop?{query}", extra_timeout=wait_seconds)
+        return self._parse(status, body, JobStatus)
+
     def _get(self, path: str, shape: type[T]) -> T:
         status, body = self._call("GET", path)
         return self._parse(status, body, shape)
 
-    def _call(self, method: str, path: str) -> tuple[int, bytes]:
-        """Send one request; the status and body of a 2xx answer, or raise."""
+    def _call(self, method: str, path: str, *, extra_timeout: float = 0) -> tuple[int, bytes]:
+        """Send one request; the status and body of a 2xx answer, or raise. ``extra_timeout``:
+        seconds the server is asked to wait before it answers."""
+        timeout = self.timeout_seconds + extra_timeout
         # The scheme was checked to be http(s) in __init__.
         request = urllib.request.Request(  # noqa: S310
             self.base_url + path,
@@ -111,7 +121,7 @@ class CoordinatorClient:
             headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
         )
         try:
-            with self._opener.open(request, timeout=self.timeout_seconds) as response:
+            with self._opener.open(request, timeout=timeout) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             with exc:
@@ -120,7 +130,7 @@ class CoordinatorClient:
             raise CoordinatorUnreachableError(self.base_url, _describe(exc.reason)) from exc
         except TimeoutError as exc:
             raise CoordinatorUnreachableError(
-                self.base_url, f"no answer within {self.timeout_seconds:g} s"
+                self.base_url, f"no answer within {timeout:g} s"
             ) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise CoordinatorUnreachableError(self.base_url, _describe(exc)) from exc

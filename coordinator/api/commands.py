@@ -3,7 +3,9 @@
 * ``sluicegate status [--url URL] [--json] [--watch [--interval S]]``: the job, its workers
   and subtasks; ``--watch`` redraws a live view (checkpoints, lag, restarts, workers);
 * ``sluicegate checkpoint list [--url URL] [--json]``: checkpoints, newest first;
-* ``sluicegate checkpoint trigger [--url URL]``: trigger a checkpoint now.
+* ``sluicegate checkpoint trigger [--url URL]``: trigger a checkpoint now;
+* ``sluicegate stop [--url URL] [--no-checkpoint] [--timeout S]``: stop the job gracefully (a
+  final checkpoint, then every subtask) and wait until it is stopped.
 
 The URL defaults to ``$SLUICEGATE_COORDINATOR_URL``, else ``http://127.0.0.1:8470``. A command
 returns 0, or prints what went wrong and what to do on stderr and returns 1.
@@ -40,6 +42,7 @@ __all__ = [
     "run_checkpoint_list",
     "run_checkpoint_trigger",
     "run_status",
+    "run_stop",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8470"
@@ -49,7 +52,7 @@ URL_ENV = "SLUICEGATE_COORDINATOR_URL"
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-    """Add ``status`` and ``checkpoint list|trigger`` to a parser's subcommands.
+    """Add ``status``, ``stop`` and ``checkpoint list|trigger`` to a parser's subcommands.
 
     Each sets ``run`` to a function of the parsed arguments that returns the exit code.
     Returns the ``checkpoint`` subcommands, for commands that do not go through the API.
@@ -60,6 +63,21 @@ def register(
     status.add_argument("--watch", action="store_true", help="a live view, redrawn until Ctrl-C")
     status.add_argument("--interval", type=float, default=2.0, help="--watch: seconds per frame")
     status.set_defaults(run=run_status)
+
+    stop = subparsers.add_parser(
+        "stop", help="stop the job gracefully: a final checkpoint, then every subtask"
+    )
+    _add_url(stop)
+    stop.add_argument(
+        "--no-checkpoint",
+        dest="final_checkpoint",
+        action="store_false",
+        help="stop without a final checkpoint (the next start replays from the last one)",
+    )
+    stop.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the job to stop"
+    )
+    stop.set_defaults(run=run_stop)
 
     checkpoint = subparsers.add_parser("checkpoint", help="list or trigger checkpoints")
     what = checkpoint.add_subparsers(required=True, metavar="WHAT")
@@ -117,6 +135,43 @@ def run_checkpoint_trigger(args: argparse.Namespace) -> int:
         print(f"checkpoint {checkpoint_id} triggered; `sluicegate checkpoint list` follows it")
 
     return _run(args, trigger)
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    """``sluicegate stop``: 0 once the job is stopped, else 1 with what to do."""
+    outcome: list[int] = []
+
+    def stop(client: CoordinatorClient) -> None:
+        job = client.stop(final_checkpoint=args.final_checkpoint, wait_seconds=args.timeout)
+        line, what_to_do = stop_text(job)
+        if what_to_do:
+            outcome.append(_fail(line, what_to_do))
+        else:
+            print(line)
+
+    return _run(args, stop) or (outcome[0] if outcome else 0)
+
+
+def stop_text(job: JobStatus) -> tuple[str, str]:
+    """What ``sluicegate stop`` says of ``job``: a line, and what to do (empty: stopped)."""
+    if job.state == "stopped":
+        final = job.stop.final_checkpoint if job.stop else None
+        if final is not None:
+            return (
+                f"{job.pipeline} stopped at checkpoint {final}; starting it again resumes there",
+                "",
+            )
+        why = f" ({job.stop.note})" if job.stop and job.stop.note else ""
+        resume = job.last_completed_checkpoint
+        since = "from the beginning" if resume is None else f"from checkpoint {resume}"
+        return f"{job.pipeline} stopped without a final checkpoint{why}; it resumes {since}", ""
+    if job.state == "failed":
+        return f"{job.pipeline} had failed: nothing to stop", "Read the coordinator's log."
+    phase = job.stop.phase if job.stop else job.state
+    return (
+        f"{job.pipeline} is still stopping ({phase})",
+        "Wait longer (--timeout) or follow it with `sluicegate status`.",
+    )
 
 
 def render_status(

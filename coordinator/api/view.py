@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointStatus",
     "CoordinatorView",
     "JobStatus",
+    "StopInfo",
     "SubtaskInfo",
     "WorkerInfo",
 ]
@@ -27,6 +28,19 @@ __all__ = [
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StopInfo(_Model):
+    """How a graceful stop (``POST /stop``) goes."""
+
+    phase: str = Field(
+        description="want_checkpoint|checkpointing|send_stop|draining|done "
+        "(done: every subtask stopped)"
+    )
+    final_checkpoint: int | None = Field(
+        description="the final checkpoint, once completed (the next start resumes from it)"
+    )
+    note: str = Field(description="why there is no final checkpoint, when there is none")
 
 
 class JobStatus(_Model):
@@ -40,6 +54,9 @@ class JobStatus(_Model):
         description="seconds since the last completed checkpoint (None before the first)"
     )
     restarts: int = Field(ge=0)
+    stop: StopInfo | None = Field(
+        default=None, description="the graceful stop, once one was asked for"
+    )
 
 
 class WorkerInfo(_Model):
@@ -99,4 +116,9 @@ class CoordinatorView(Protocol):
 
     async def trigger_checkpoint(self) -> int:
         """Trigger a checkpoint now; its id. Raises `CheckpointRefusedError` when not allowed."""
+        ...
+
+    async def stop(self, *, final_checkpoint: bool, wait_seconds: float) -> JobStatus:
+        """Stop the job gracefully (a no-op if it is stopping or ended); the status once it
+        ended, or after ``wait_seconds``."""
         ...

@@ -2,7 +2,8 @@
 
 Subtask → coordinator: `CheckpointAck` (after the upload), `CheckpointDecline` (buffer over its
 bound), `SubtaskFailed` (the subtask stops with an error). Coordinator → subtask:
-`CheckpointCompleted` (publish sink outputs up to n) and `CheckpointAborted` (drop alignment).
+`CheckpointCompleted` (publish sink outputs up to n), `CheckpointAborted` (drop alignment) and
+`StopSubtasks` (the job is stopping: finish the messages before this one, then stop).
 
 `ControlLink` is what a subtask needs of the control plane; `InMemoryControl` connects subtasks
 and a coordinator running in one process. (The coordinator issue adds a link over Kafka control
@@ -30,6 +31,7 @@ __all__ = [
     "Heartbeat",
     "InMemoryControl",
     "InboxLink",
+    "StopSubtasks",
     "SubtaskFailed",
     "ToCoordinator",
     "ToSubtask",
@@ -121,8 +123,17 @@ class CheckpointAborted:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class StopSubtasks:
+    """The job is stopping: every subtask of ``attempt`` handles the control messages sent
+    before this one (``completed(n)`` of the final checkpoint publishes its sink outputs), then
+    stops without error. A worker stops its subtasks of older attempts at once."""
+
+    attempt: int
+
+
 ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
-ToSubtask = CheckpointCompleted | CheckpointAborted
+ToSubtask = CheckpointCompleted | CheckpointAborted | StopSubtasks
 FromWorker = ToCoordinator | Heartbeat
 ToWorker = ToSubtask | Assign
 

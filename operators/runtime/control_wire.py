@@ -2,8 +2,8 @@
 Kafka, so a worker needs nothing but a broker (and checkpoint storage).
 
 Two single-partition topics per pipeline: ``sluicegate.<pipeline>.to-workers`` (assignments,
-completions, aborts) and ``sluicegate.<pipeline>.to-coordinator`` (heartbeats, acks, declines,
-failures). Every record is one JSON object with ``type`` and ``schema_version``.
+completions, aborts, stops) and ``sluicegate.<pipeline>.to-coordinator`` (heartbeats, acks,
+declines, failures). Every record is one JSON object with ``type`` and ``schema_version``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from operators.runtime.control import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    StopSubtasks,
     SubtaskFailed,
     ToWorker,
 )
@@ -80,6 +81,8 @@ def encode_message(message: FromWorker | ToWorker) -> bytes:
             body = {"type": "completed", **_fields(message)}
         case CheckpointAborted():
             body = {"type": "aborted", **_fields(message)}
+        case StopSubtasks():
+            body = {"type": "stop", **_fields(message)}
     body["schema_version"] = WIRE_SCHEMA_VERSION
     return json.dumps(body, separators=(",", ":")).encode()
 
@@ -108,6 +111,8 @@ def decode_message(data: bytes) -> FromWorker | ToWorker:
             return CheckpointCompleted(**body)
         case "aborted":
             return CheckpointAborted(**body)
+        case "stop":
+            return StopSubtasks(**body)
     raise ValueError(f"unknown control message type {kind!r}")
 
 

@@ -161,8 +161,8 @@ class SinkPublisher:
             isolation_level="read_committed",
             enable_auto_commit=False,
         )
-        await consumer.start()
-        try:
+        try:  # started inside: a cancel during start must still stop it
+            await consumer.start()
             consumer.assign([self._progress])
             await consumer.seek_to_beginning(self._progress)
             end = (await consumer.end_offsets([self._progress]))[self._progress]

@@ -11,9 +11,9 @@ aligning barriers, snapshotting, and writing its outputs.
 3. open the `Operator` (it schedules the wake-ups its restored state calls for);
 4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
-5. loop: handle control messages (``completed``, ``aborted``), fetch records, pass each
-   through the `RestoreFilter` and the `BarrierAligner` to processing, then run the wake-ups
-   that are due.
+5. loop: handle control messages (``completed``, ``aborted``, ``stop``), fetch records, pass
+   each through the `RestoreFilter` and the `BarrierAligner` to processing, then run the
+   wake-ups that are due; ``stop`` ends the loop (the job is stopping) and `run` returns.
 
 On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator
 (`on_snapshot`); take the local RocksDB
@@ -64,6 +64,7 @@ from operators.runtime.control import (
     CheckpointCompleted,
     CheckpointDecline,
     ControlLink,
+    StopSubtasks,
 )
 from operators.runtime.deadletters import dead_letter_headers
 from operators.runtime.exceptions import (
@@ -182,9 +183,10 @@ class Subtask:
         self.records_in = 0
         self.records_out = 0
         self.dead_letters = 0
+        self._stop_requested = False
 
     async def run(self) -> None:
-        """Run until cancelled, fenced or failed; steps in the module docstring."""
+        """Run until stopped, cancelled, fenced or failed; steps in the module docstring."""
         self._metrics.start()
         try:
             await self._open_state()
@@ -192,9 +194,11 @@ class Subtask:
             await self._operator.open(self._open_context())
             await self._start_consumer()
             logger.info("%s running at attempt %s", self.name, self.attempt)
-            while True:
+            while not self._stop_requested:
                 await self._handle_control()
-                await self._fetch_once()
+                if not self._stop_requested:
+                    await self._fetch_once()
+            logger.info("%s stopped: the job is stopping", self.name)
         finally:
             await self._close()
 
@@ -283,6 +287,9 @@ class Subtask:
                 continue
             if isinstance(message, CheckpointCompleted):
                 await self._on_completed(message.checkpoint_id)
+            elif isinstance(message, StopSubtasks):
+                self._stop_requested = True
+                return  # later messages are of no use to a subtask that stops
             elif isinstance(message, CheckpointAborted):
                 aborted = self._aligner.on_abort(message.checkpoint_id)
                 if aborted is not None:

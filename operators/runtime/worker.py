@@ -8,8 +8,12 @@
 3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
    start the subtasks assigned to this worker, each restored from the manifest of
    ``restore_from`` read from checkpoint storage;
-4. on ``completed(n)`` / ``aborted(n)``: hand the message to every running subtask;
+4. on ``completed(n)`` / ``aborted(n)`` / ``stop``: hand the message to every running subtask
+   (a stopped subtask's task ends without error, and the heartbeats stop listing it);
 5. when a subtask fails, report `SubtaskFailed` once; the coordinator recovers globally.
+
+A worker outlives a stopped job: it idles, heartbeating, until a coordinator assigns it a newer
+attempt (the job started again).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from operators.runtime.control import (
     FromWorker,
     Heartbeat,
     InboxLink,
+    StopSubtasks,
     SubtaskFailed,
 )
 from operators.runtime.control_wire import (
@@ -89,11 +94,12 @@ class Worker:
     async def run(self) -> None:
         """Run until cancelled; steps in the module docstring."""
         self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
-        await self._producer.start()
         consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        heartbeat = asyncio.create_task(self._heartbeat())
-        try:
+        heartbeat: asyncio.Task[None] | None = None
+        try:  # clients started inside: a cancel during a start must still stop them
+            await self._producer.start()
+            await consumer.start()
+            heartbeat = asyncio.create_task(self._heartbeat())
             commands = TopicPartition(to_workers_topic(self.graph.name), 0)
             consumer.assign([commands])
             await consumer.seek_to_end(commands)
@@ -104,9 +110,10 @@ class Worker:
                     await self._on_command(decode_message(record.value))
                 await self._report_failures()
         finally:
-            heartbeat.cancel()
+            if heartbeat is not None:
+                heartbeat.cancel()
+                await asyncio.gather(heartbeat, return_exceptions=True)
             await self._stop_subtasks()
-            await asyncio.gather(heartbeat, return_exceptions=True)
             await consumer.stop()
             await self._producer.stop()
 
@@ -125,6 +132,18 @@ class Worker:
         elif isinstance(message, CheckpointCompleted | CheckpointAborted):
             for link in self._links.values():
                 link.inbox.put_nowait(message)
+        elif isinstance(message, StopSubtasks):
+            await self._stop(message)
+
+    async def _stop(self, stop: StopSubtasks) -> None:
+        """The job is stopping: subtasks of its attempt finish their messages and stop;
+        subtasks of an older attempt (none should be left) are cancelled."""
+        if stop.attempt > self.attempt:
+            await self._stop_subtasks()
+            self.attempt = stop.attempt  # an older assignment re-sent later must not start
+        elif stop.attempt == self.attempt:
+            for link in self._links.values():
+                link.inbox.put_nowait(stop)
 
     async def _assign(self, assign: Assign) -> None:
         await self._stop_subtasks()

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -64,6 +65,18 @@ class Cluster:
             stderr=subprocess.STDOUT,
         )
         log.close()
+
+    def api_url(self, timeout_s: float = 30) -> str:
+        """The HTTP API of the coordinator's latest start (it listens on a port the OS picks)."""
+        log = self.logs / f"coordinator.{self.starts['coordinator']}.log"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in log.read_text().splitlines():
+                if line.startswith("coordinator API at "):
+                    return line.removeprefix("coordinator API at ").strip()
+            self.alive()
+            time.sleep(0.1)
+        pytest.fail(f"the coordinator did not print its API address within {timeout_s:.0f} s")
 
     def kill(self, name: str) -> None:
         """SIGKILL ``name``; it no longer counts as one that must stay alive."""

@@ -20,6 +20,7 @@ from coordinator.api.view import (
     CheckpointRefusedError,
     CheckpointStatus,
     JobStatus,
+    StopInfo,
     SubtaskInfo,
     WorkerInfo,
 )
@@ -80,6 +81,8 @@ class FakeView:
         self.refusal: str | None = None
         self.failure: Exception | None = None
         self.threads: set[int] = set()
+        self.stop_calls: list[tuple[bool, float]] = []
+        self.stop_state = "stopped"
 
     def _answer(self) -> None:
         self.threads.add(threading.get_ident())
@@ -108,6 +111,16 @@ class FakeView:
             raise CheckpointRefusedError(self.refusal)
         self.next_checkpoint_id += 1
         return self.next_checkpoint_id - 1
+
+    async def stop(self, *, final_checkpoint: bool, wait_seconds: float) -> JobStatus:
+        """Stops at once: the final checkpoint is the next id (none if not wanted)."""
+        self._answer()
+        self.stop_calls.append((final_checkpoint, wait_seconds))
+        final = self.next_checkpoint_id if final_checkpoint else None
+        note = "" if final_checkpoint else "none was asked for"
+        info = StopInfo(phase="done", final_checkpoint=final, note=note)
+        self.job = self.job.model_copy(update={"state": self.stop_state, "stop": info})
+        return self.job
 
 
 @pytest.fixture
@@ -191,6 +204,19 @@ async def test_a_refused_trigger_answers_409(http: httpx.AsyncClient, view: Fake
     assert "checkpoint 8 is in flight" in body["message"]
 
 
+async def test_stop_passes_its_query_and_answers_the_status(
+    http: httpx.AsyncClient, view: FakeView
+) -> None:
+    answer = await http.post("/stop?wait_seconds=30")
+    assert answer.status_code == 200
+    assert answer.json()["state"] == "stopped"
+    assert answer.json()["stop"] == {"phase": "done", "final_checkpoint": 9, "note": ""}
+    await http.post("/stop?final_checkpoint=false")
+    assert view.stop_calls == [(True, 30.0), (False, 0.0)]
+    body = assert_error_json(await http.post("/stop?wait_seconds=-1"), 422, "invalid_request")
+    assert "wait_seconds" in body["message"]
+
+
 async def test_unknown_routes_and_methods_answer_error_json(http: httpx.AsyncClient) -> None:
     body = assert_error_json(await http.get("/nothing/here"), 404, "not_found")
     assert "/nothing/here" in body["message"]
@@ -269,6 +295,7 @@ async def test_the_spec_describes_every_operation_and_its_errors(
         ("GET", "/subtasks"),
         ("GET", "/checkpoints"),
         ("POST", "/checkpoints"),
+        ("POST", "/stop"),
         ("GET", "/metrics"),
         ("GET", "/healthz"),
     }

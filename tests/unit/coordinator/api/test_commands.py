@@ -144,6 +144,39 @@ async def test_a_refused_trigger_exits_1_with_the_reason_and_what_to_do(
     ]
 
 
+async def test_stop_waits_and_says_where_the_job_resumes(
+    api: ApiServer, view: FakeView, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await sluicegate("stop", "--url", api.url, "--timeout", "30") == 0
+    assert capsys.readouterr().out == (
+        "words stopped at checkpoint 9; starting it again resumes there\n"
+    )
+    assert view.stop_calls == [(True, 30.0)]
+    assert await sluicegate("stop", "--url", api.url, "--no-checkpoint") == 0
+    assert capsys.readouterr().out == (
+        "words stopped without a final checkpoint (none was asked for); "
+        "it resumes from checkpoint 7\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        ("stopping", "words is still stopping (done)"),
+        ("failed", "words had failed: nothing to stop"),
+    ],
+)
+async def test_a_stop_that_did_not_end_stopped_exits_1(
+    api: ApiServer, view: FakeView, capsys: pytest.CaptureFixture[str], state: str, says: str
+) -> None:
+    view.stop_state = state
+    assert await sluicegate("stop", "--url", api.url) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[0] == f"sluicegate: {says}"
+    assert captured.err.splitlines()[1].startswith("what to do: ")
+
+
 async def test_a_failing_coordinator_exits_1_without_internals(
     api: ApiServer, view: FakeView, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,6 +25,7 @@ from coordinator.api.view import (
     CheckpointRefusedError,
     CheckpointStatus,
     JobStatus,
+    StopInfo,
     SubtaskInfo,
     WorkerInfo,
 )
@@ -35,6 +36,7 @@ OPERATIONS = {
     "GET /subtasks",
     "GET /checkpoints",
     "POST /checkpoints",
+    "POST /stop",
     "GET /metrics",
     "GET /healthz",
 }
@@ -87,6 +89,13 @@ class ScriptedView:
         if n % 2 == 0:
             raise CheckpointRefusedError("a checkpoint is in flight")
         return n
+
+    async def stop(self, *, final_checkpoint: bool, wait_seconds: float) -> JobStatus:
+        stopping = self.status().model_copy(update={"state": "stopping"})
+        phase = "want_checkpoint" if final_checkpoint else "send_stop"
+        return stopping.model_copy(
+            update={"stop": StopInfo(phase=phase, final_checkpoint=None, note="")}
+        )
 
 
 @pytest.fixture(scope="module")

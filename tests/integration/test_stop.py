@@ -1,0 +1,122 @@
+"""A graceful stop on the real broker: the coordinator, a worker and the HTTP API in this event
+loop. `POST /stop` takes a final checkpoint and stops every subtask; the worker idles; a new
+coordinator resumes from the final checkpoint and the sink still sees every count once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from coordinator.api.app import create_app
+from coordinator.api.client import CoordinatorClient
+from coordinator.api.server import serve
+from coordinator.demo import produce_lines, read_sink, word_count
+from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.status import CoordinatorStatus
+from operators.runtime.manifest import ManifestStore
+from operators.runtime.topics import ensure_topics
+from operators.runtime.worker import Worker
+from operators.storage import open_storage
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def lines(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 3))) for _ in range(n)]
+
+
+def counts_by_word(records: list[tuple[str, int]]) -> dict[str, list[int]]:
+    seen: dict[str, list[int]] = defaultdict(list)
+    for word, n in records:
+        seen[word].append(n)
+    return seen
+
+
+async def sink(
+    bootstrap: str, topic: str, expected: int, timeout_s: float
+) -> list[tuple[str, int]]:
+    records = await read_sink(bootstrap, topic, expected, timeout_s)
+    return [((r.key or b"").decode(), int(r.value)) for r in records]
+
+
+async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_it(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(3)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    storage = open_storage(tmp_path / "storage")
+    settings = CoordinatorOptions(interval_seconds=0.5, heartbeat_timeout_seconds=5)
+    worker = Worker(
+        graph,
+        worker_id="w1",
+        slots=4,
+        bootstrap=kafka_bootstrap,
+        storage=storage,
+        work_dir=tmp_path / "state",
+        heartbeat_seconds=0.3,
+    )
+    first = Coordinator(graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings)
+    api = await serve(create_app(CoordinatorStatus(first), CollectorRegistry()), "127.0.0.1", 0)
+    worker_task = asyncio.create_task(worker.run())
+    first_task = asyncio.create_task(first.run())
+    try:
+        before, during = lines(rng, 1500), lines(rng, 1500)
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", before)
+        words_before = sum(len(line.split()) for line in before)
+        assert len(await sink(kafka_bootstrap, f"counts-{tag}", words_before, 60)) == words_before
+
+        # Stop while the second half is still being counted.
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", during)
+        client = CoordinatorClient(api.url)
+        job = await asyncio.to_thread(client.stop, wait_seconds=60)
+
+        assert job.state == "stopped", job
+        assert job.stop is not None
+        assert job.stop.phase == "done"
+        final = job.stop.final_checkpoint
+        assert final is not None, job.stop.note
+        assert job.last_completed_checkpoint == final
+        await asyncio.wait_for(first_task, 10)  # the run ended on its own
+        assert not worker_task.done()  # the worker outlives the job, idle
+        assert worker.attempt == first.attempt
+        assert all(t.done() and t.exception() is None for t in worker._tasks.values())
+        assert await ManifestStore(storage).latest() is not None
+
+        # Everything the final checkpoint covers was published, once: a prefix of each count.
+        published = counts_by_word(await sink(kafka_bootstrap, f"counts-{tag}", 10**9, 3))
+        for word, seen in published.items():
+            assert seen == list(range(1, len(seen) + 1)), word
+
+        # A new coordinator resumes from the final checkpoint and finishes the input.
+        second = Coordinator(graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings)
+        second_task = asyncio.create_task(second.run())
+        try:
+            for _ in range(600):  # 30 s for the worker's heartbeat and the assignment
+                if second.assign is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert second.assign is not None
+            assert second.assign.restore_from == final
+            assert second.attempt == first.attempt + 1
+            expected = Counter(w for line in before + during for w in line.split())
+            total = sum(expected.values())
+            records = await sink(kafka_bootstrap, f"counts-{tag}", total, 90)
+            assert len(records) == total
+            resumed = counts_by_word(records)
+            for word, n in expected.items():
+                assert resumed[word] == list(range(1, n + 1)), word
+        finally:
+            second_task.cancel()
+            await asyncio.gather(second_task, return_exceptions=True)
+    finally:
+        for task in (first_task, worker_task):
+            task.cancel()
+        await asyncio.gather(first_task, worker_task, return_exceptions=True)
+        await api.stop()
