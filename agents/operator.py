@@ -87,6 +87,7 @@ class AgentOperator(Operator):
         self._finished: list[tuple[str, int]] = []  # since the last snapshot
         self._forget: list[tuple[int, list[tuple[str, int]]]] = []  # (checkpoint, runs)
         self._statuses: dict[str, RunStatus] = {}
+        self._run_counts: Counter[RunStatus] = Counter()
         self._waiting_since: dict[str, float] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -122,8 +123,10 @@ class AgentOperator(Operator):
                     restored.append((state.run_id, partition))
         # Finished runs in the restored checkpoint: their entries may still be journaled.
         self._finished.extend(restored)
+        for status in RunStatus:  # every status has a series, zeros included
+            self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
         logger.info(
-            "%s: %d runs restored (%s)", ctx.subtask, len(self._statuses), dict(self._counts())
+            "%s: %d runs restored (%s)", ctx.subtask, len(self._statuses), dict(self._run_counts)
         )
 
     def on_snapshot(self, checkpoint_id: int) -> None:
@@ -345,24 +348,31 @@ class AgentOperator(Operator):
             self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
         self._track(run)
 
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """Runs by status, for ``sluicegate status``."""
+        return {"runs": {status.value: n for status, n in self._run_counts.items() if n}}
+
     def _track(self, run: RunState) -> None:
+        """Count ``run`` under its status; the gauges of a status that changed are updated."""
+        before = self._statuses.get(run.run_id)
         self._statuses[run.run_id] = run.status
         if run.status is RunStatus.WAITING_APPROVAL and run.pending_approval is not None:
             self._waiting_since[run.run_id] = run.pending_approval.proposed_at
         else:
             self._waiting_since.pop(run.run_id, None)
-        if not hasattr(self, "_metrics"):
-            return
-        counts = self._counts()
-        for status in RunStatus:
-            self._metrics.runs.labels(*self._labels, status.value).set(counts.get(status, 0))
+        if before is run.status:
+            changed: tuple[RunStatus, ...] = ()
+        else:
+            changed = (run.status,) if before is None else (before, run.status)
+            self._run_counts[run.status] += 1
+            if before is not None:
+                self._run_counts[before] -= 1
+        for status in changed:
+            self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
         self._metrics.approvals_waiting.labels(*self._labels).set(len(self._waiting_since))
         oldest = min(self._waiting_since.values(), default=None)
         age = 0.0 if oldest is None else max(0.0, self._clock() - oldest)
         self._metrics.oldest_approval_wait.labels(*self._labels).set(age)
-
-    def _counts(self) -> Counter[RunStatus]:
-        return Counter(self._statuses.values())
 
     def _export_journal_counts(self) -> None:
         assert self._journal is not None

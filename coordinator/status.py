@@ -45,7 +45,24 @@ class CoordinatorStatus:
                 final_checkpoint=c.stopping.completed,
                 note=c.stopping.note,
             ),
+            counts=self._counts(),
         )
+
+    def _counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Every live worker's last reported counts of the current attempt, summed per uid."""
+        summed: dict[str, dict[str, dict[str, int]]] = {}
+        for worker in self._c.liveness.alive(time.monotonic()):
+            entry = self._c.liveness.get(worker)
+            if entry is None or entry.info.attempt != self._c.attempt:
+                continue
+            for subtask, groups in entry.info.counts.items():
+                uid = subtask.rpartition("#")[0] or subtask
+                by_group = summed.setdefault(uid, {})
+                for group, counts in groups.items():
+                    total = by_group.setdefault(group, {})
+                    for name, n in counts.items():
+                        total[name] = total.get(name, 0) + n
+        return summed
 
     def workers(self) -> list[WorkerInfo]:
         now = time.monotonic()

@@ -1,7 +1,8 @@
 """``sluicegate status --watch``: the job's health redrawn every few seconds, for a terminal.
 
-For people without Grafana: state, attempt, checkpoint lag, restarts, workers alive and the
-last checkpoints with their durations and sizes, read from the coordinator's HTTP API.
+For people without Grafana: state, attempt, checkpoint lag, restarts, workers alive, operators'
+status counts (an agent's runs by status, from the workers' heartbeats) and the last
+checkpoints with their durations and sizes, read from the coordinator's HTTP API.
 `render` makes one frame from the API's models (pure, so tests call it directly); `watch`
 fetches and draws frames until interrupted.
 """
@@ -9,11 +10,11 @@ fetches and draws frames until interrupted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
-from coordinator.api.text import bytes_text, duration_text, seconds_text, table
+from coordinator.api.text import bytes_text, counts_rows, duration_text, seconds_text, table
 from coordinator.api.view import CheckpointInfo, JobStatus, WorkerInfo
 from operators.exceptions import SluicegateError
 
@@ -44,14 +45,10 @@ def render(
     workers: Sequence[WorkerInfo],
     *,
     last: int = 8,
-    runs_by_status: Mapping[str, int] | None = None,
 ) -> str:
-    """One frame: the job, the ``last`` checkpoints of ``checkpoints`` (newest first, as the
-    API lists them) and the workers.
-
-    ``runs_by_status`` is the agents' run count by status; the coordinator does not know it
-    yet (the workers export it as ``sluicegate_agent_runs``), so the frame says so when absent.
-    """
+    """One frame: the job with its operators' status counts (an agent's runs by status), the
+    ``last`` checkpoints of ``checkpoints`` (newest first, as the API lists them) and the
+    workers."""
     if status.last_completed_checkpoint is None:
         lag = "no checkpoint completed yet"
     else:
@@ -68,7 +65,7 @@ def render(
         ["checkpoint lag", lag],
         ["restarts", str(status.restarts)],
         ["workers alive", alive_text],
-        ["runs by status", _runs(runs_by_status)],
+        *counts_rows(status.counts),
     ]
     sections = [table(None, summary)]
     shown = list(checkpoints[:last])
@@ -153,13 +150,3 @@ def watch(
         drawn += 1
         if frames is None or drawn < frames:
             sleep(interval_s)
-
-
-def _runs(by_status: Mapping[str, int] | None) -> str:
-    if by_status is None:
-        # TODO(observability): the coordinator does not collect runs by status yet; the
-        # workers export them (sluicegate_agent_runs). Pass them here once it does.
-        return "not reported by the coordinator yet (Grafana: Runs by status)"
-    if not by_status:
-        return "none"
-    return ", ".join(f"{status} {count}" for status, count in sorted(by_status.items()))

@@ -27,7 +27,7 @@ contract, which the subtask guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -137,6 +137,13 @@ class Operator:
 
     async def close(self) -> None:
         """The subtask stops."""
+
+    def status_counts(self) -> Mapping[str, Mapping[str, int]]:
+        """Counts for ``sluicegate status``, by group then name: an agent answers
+        ``{"runs": {"running": 3, "done": 40}}``. The worker's heartbeat carries them to the
+        coordinator, which sums them over the operator's subtasks; called between records, so
+        keep it cheap."""
+        return {}
 
 
 OperatorFactory = Callable[[], Operator]

@@ -28,7 +28,7 @@ from coordinator.api.client import (
     CoordinatorClient,
     CoordinatorUnreachableError,
 )
-from coordinator.api.text import bytes_text, duration_text, seconds_text, table
+from coordinator.api.text import bytes_text, counts_rows, duration_text, seconds_text, table
 from coordinator.api.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError
 
@@ -192,6 +192,7 @@ def render_status(
                 ["attempt", str(job.attempt)],
                 ["last checkpoint", last],
                 ["restarts", str(job.restarts)],
+                *counts_rows(job.counts),
             ],
         )
     ]

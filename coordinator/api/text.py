@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["bytes_text", "duration_text", "seconds_text", "table"]
+from collections.abc import Mapping
+
+__all__ = ["bytes_text", "counts_rows", "duration_text", "seconds_text", "table"]
 
 
 def table(headers: list[str] | None, rows: list[list[str]]) -> str:
@@ -13,6 +15,17 @@ def table(headers: list[str] | None, rows: list[list[str]]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
     )
+
+
+def counts_rows(counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[list[str]]:
+    """Rows of operators' status counts (uid -> group -> name -> n), e.g.
+    ``["runs (refund-desk)", "done 40, running 3"]``; sorted, zeros left out."""
+    rows = []
+    for uid, groups in sorted(counts.items()):
+        for group, by_name in sorted(groups.items()):
+            named = ", ".join(f"{name} {n}" for name, n in sorted(by_name.items()) if n)
+            rows.append([f"{group} ({uid})", named or "none"])
+    return rows
 
 
 def duration_text(start: float | None, end: float | None) -> str:

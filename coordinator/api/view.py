@@ -57,6 +57,12 @@ class JobStatus(_Model):
     stop: StopInfo | None = Field(
         default=None, description="the graceful stop, once one was asked for"
     )
+    counts: dict[str, dict[str, dict[str, int]]] = Field(
+        default_factory=dict,
+        description="operator uid -> group -> name -> count, summed over the last heartbeats "
+        "of the current attempt's subtasks; an agent reports runs by status, "
+        'e.g. {"refund-desk": {"runs": {"running": 3, "done": 40}}}',
+    )
 
 
 class WorkerInfo(_Model):

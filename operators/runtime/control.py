@@ -96,6 +96,8 @@ class Heartbeat:
     slots: int
     attempt: int
     subtasks: tuple[str, ...]
+    counts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    """Per running subtask, its operator's `Operator.status_counts` (for ``sluicegate status``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,7 +101,7 @@ def decode_message(data: bytes) -> FromWorker | ToWorker:
         case "assign":
             assignment = {w: tuple(s) for w, s in body.pop("assignment").items()}
             return Assign(assignment=assignment, **body)
-        case "heartbeat":
+        case "heartbeat":  # "counts" may be absent: it came later in schema version 1
             return Heartbeat(subtasks=tuple(body.pop("subtasks")), **body)
         case "decline":
             return CheckpointDecline(**body)

@@ -202,6 +202,10 @@ class Subtask:
         finally:
             await self._close()
 
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """The operator's `Operator.status_counts`, copied (the heartbeat sends them)."""
+        return {group: dict(c) for group, c in self._operator.status_counts().items()}
+
     # -- start and stop -------------------------------------------------------------------
 
     async def _open_state(self) -> None:

@@ -4,7 +4,8 @@
 
 1. open a producer to ``to-coordinator`` and a consumer of ``to-workers`` at its end (the
    coordinator re-sends the current assignment to any worker whose heartbeat disagrees with it);
-2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt and the running subtasks;
+2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt, the running subtasks and
+   their operators' status counts (an agent's runs by status);
 3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
    start the subtasks assigned to this worker, each restored from the manifest of
    ``restore_from`` read from checkpoint storage;
@@ -80,6 +81,7 @@ class Worker:
         self.attempt = 0
         self.incarnation = uuid.uuid4().hex
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._subtasks: dict[str, Subtask] = {}
         self._links: dict[str, InboxLink] = {}
         self._reported: set[str] = set()
         self._producer: AIOKafkaProducer | None = None
@@ -120,8 +122,11 @@ class Worker:
     async def _heartbeat(self) -> None:
         while True:
             running = tuple(sorted(n for n, t in self._tasks.items() if not t.done()))
+            counts = {n: c for n in running if (c := self._subtasks[n].status_counts())}
             await self.send(
-                Heartbeat(self.worker_id, self.incarnation, self.slots, self.attempt, running)
+                Heartbeat(
+                    self.worker_id, self.incarnation, self.slots, self.attempt, running, counts
+                )
             )
             await asyncio.sleep(self._heartbeat_seconds)
 
@@ -168,6 +173,7 @@ class Worker:
                 registry=self._registry,
             )
             self._links[name] = link
+            self._subtasks[name] = subtask
             self._tasks[name] = asyncio.create_task(subtask.run(), name=name)
         logger.info(
             "worker %s runs %s at attempt %s from checkpoint %s",
@@ -180,6 +186,7 @@ class Worker:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._subtasks.clear()
         self._links.clear()
         self._reported.clear()
 

@@ -368,6 +368,14 @@ async def test_every_dashboard_query_finds_data_in_a_real_prometheus(
 
         await _until(f"all {RUNS} results", all_done, 180, logs)
 
+        # `sluicegate status` (and --watch) shows runs by status from the workers' heartbeats.
+        async def runs_counted() -> bool:
+            status = await _call(coordinator.status)
+            runs = status.counts.get(OPERATOR, {}).get("runs", {}) if status else {}
+            return runs == {"done": RUNS}
+
+        await _until("runs by status in the coordinator's status", runs_counted, 30, logs)
+
         # 4. Every panel target finds data.
         variables = {"pipeline": name, "operator": OPERATOR, "__rate_interval": RATE_INTERVAL}
         targets = list(dashboard_targets(load_dashboard()))

@@ -301,6 +301,29 @@ async def test_an_irreversible_call_waits_for_a_decision_on_the_approvals_topic(
     assert desk.calls["refund"] == 1
 
 
+async def test_runs_by_status_follow_each_run_in_the_counts_and_the_gauges() -> None:
+    desk = await opened([[("refund", {"amount": 5.0})], "refunded"])
+
+    def gauge(status: RunStatus) -> float | None:
+        labels = {**LABELS, "status": status.value}
+        return desk.registry.get_sample_value("sluicegate_agent_runs", labels)
+
+    assert desk.op.status_counts() == {"runs": {}}
+    assert {gauge(s) for s in RunStatus} == {0}  # a series for every status from the start
+    await desk.task()
+    assert desk.op.status_counts() == {"runs": {"running": 1}}
+    await desk.drain()
+    assert desk.op.status_counts() == {"runs": {"waiting_approval": 1}}
+    assert (gauge(RunStatus.RUNNING), gauge(RunStatus.WAITING_APPROVAL)) == (0, 1)
+    await desk.decide(True, call_id="c0-0")
+    await desk.drain()
+    assert desk.op.status_counts() == {"runs": {"done": 1}}
+    assert (gauge(RunStatus.WAITING_APPROVAL), gauge(RunStatus.DONE)) == (0, 1)
+    await desk.crash()  # restored runs are counted again, once
+    assert desk.op.status_counts() == {"runs": {"done": 1}}
+    assert gauge(RunStatus.DONE) == 1
+
+
 async def test_a_restore_replays_from_the_journal_without_calling_anything_again() -> None:
     desk = await opened([[("reserve", {"x": 1}), ("look", {"x": 2})], "all set"])
     await desk.task()

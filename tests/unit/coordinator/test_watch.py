@@ -63,15 +63,17 @@ def test_render_shows_the_job_its_last_checkpoints_and_workers() -> None:
         checkpoint(41),
         checkpoint(40, CheckpointStatus.ABORTED, completed_at=None, reason="failed"),
     ]
-    frame = render(job(), checkpoints, [worker("worker-2"), worker("worker-1")])
+    runs = {"running": 5, "waiting_approval": 3, "done": 40, "failed": 0}
+    status = job(counts={"refund-desk": {"runs": runs}})
+    frame = render(status, checkpoints, [worker("worker-2"), worker("worker-1")])
     assert frame.splitlines() == [
-        "pipeline        refund-demo",
-        "state           running",
-        "attempt         2",
-        "checkpoint lag  0.42s, checkpoint 41",
-        "restarts        1",
-        "workers alive   2 of 2",
-        "runs by status  not reported by the coordinator yet (Grafana: Runs by status)",
+        "pipeline            refund-demo",
+        "state               running",
+        "attempt             2",
+        "checkpoint lag      0.42s, checkpoint 41",
+        "restarts            1",
+        "workers alive       2 of 2",
+        "runs (refund-desk)  done 40, running 5, waiting_approval 3",
         "",
         "CHECKPOINT  STATUS       ATTEMPT  DURATION  ALIGN  SYNC   ASYNC  FULL     INCR     REASON",
         "42          in_progress  2        -         0.01s  0.02s  0.15s  3.0 MiB  2.0 KiB  -",
@@ -103,10 +105,11 @@ def test_render_shows_only_the_last_checkpoints() -> None:
     assert [row.split()[0] for row in rows] == ["CHECKPOINT", "30", "29", "28"]
 
 
-def test_render_shows_runs_by_status_when_given() -> None:
-    frame = render(job(), [], [], runs_by_status={"waiting_approval": 3, "running": 5})
-    assert "runs by status  running 5, waiting_approval 3" in frame.splitlines()
-    assert "runs by status  none" in render(job(), [], [], runs_by_status={}).splitlines()
+def test_render_shows_each_operators_counts_and_none_when_all_are_zero() -> None:
+    counts = {"b-agent": {"runs": {"failed": 0}}, "a-agent": {"runs": {"running": 1}}}
+    lines = render(job(counts=counts), [], []).splitlines()
+    assert lines[6:8] == ["runs (a-agent)  running 1", "runs (b-agent)  none"]
+    assert not any(line.startswith("runs") for line in render(job(), [], []).splitlines())
 
 
 class FakeSource:

@@ -13,6 +13,7 @@ from operators.runtime.control import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    StopSubtasks,
     SubtaskFailed,
     ToWorker,
 )
@@ -33,16 +34,24 @@ MESSAGES: list[FromWorker | ToWorker] = [
     CheckpointDecline("tokenizer#0", 8, 3, "barrier buffer over its bound"),
     SubtaskFailed("tokenizer#0", 3, "RuntimeError('x')"),
     Heartbeat("w1", "f00d", 4, 3, ("counter#0", "tokenizer#1")),
+    Heartbeat("w2", "beef", 1, 3, ("desk#0",), {"desk#0": {"runs": {"running": 2, "done": 9}}}),
     Assign(3, 6, 9, {"w1": ("counter#0",), "w2": ()}),
     Assign(1, None, 1, {}),
     CheckpointCompleted(7, 3),
     CheckpointAborted(8, 3, "timed out waiting for counter#1"),
+    StopSubtasks(4),
 ]
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
 def test_round_trip(message: FromWorker | ToWorker) -> None:
     assert decode_message(encode_message(message)) == message
+
+
+def test_a_heartbeat_without_counts_decodes_with_none() -> None:
+    old = b'{"type":"heartbeat","worker_id":"w","incarnation":"i","slots":1,"attempt":2,'
+    old += b'"subtasks":["a#0"],"schema_version":1}'
+    assert decode_message(old) == Heartbeat("w", "i", 1, 2, ("a#0",))
 
 
 def test_refuses_another_schema_version_and_unknown_types() -> None:
