@@ -80,9 +80,10 @@ class CoordinatorOptions:
     heartbeat_timeout_seconds: float = 6.0
     keep_checkpoints: int = 3
     audit_every: int = 10
-    stop_timeout_seconds: float = 60.0
-    """How long a graceful stop may take, final checkpoint included."""
     """Completed checkpoints between two orphan audits (each lists the whole storage)."""
+    stop_timeout_seconds: float = 60.0
+    """How long a graceful stop waits for subtasks to stop once told to (the final checkpoint
+    before it is bounded by ``timeout_seconds``)."""
     restart_policy: RestartPolicy = field(
         default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
     )
@@ -198,7 +199,6 @@ class Coordinator:
         running = self.assign is not None and self.tracker is not None
         in_flight = self.tracker.in_flight if running and self.tracker is not None else None
         self.stopping = StopSequence(
-            time.monotonic(),
             final_checkpoint=final_checkpoint,
             in_flight=in_flight,
             running_attempt=running,

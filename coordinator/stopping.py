@@ -60,14 +60,14 @@ class Finish:
 class StopSequence:
     """The phases of one graceful stop; see the module docstring.
 
-    Times are seconds on the caller's clock. ``timeout_seconds`` bounds the whole stop: a
+    Times are seconds on the caller's clock. ``timeout_seconds`` bounds the wait for subtasks
+    once the stop is sent (the final checkpoint before it has the checkpoint timeout): a
     subtask still reported running then is left to stop when a worker hears of a newer
     attempt (its outputs after the last completed checkpoint are never published).
     """
 
     def __init__(
         self,
-        now: float,
         *,
         final_checkpoint: bool,
         in_flight: int | None,
@@ -78,17 +78,16 @@ class StopSequence:
         """``in_flight``: the checkpoint in flight now (it becomes the final one);
         ``running_attempt``: whether subtasks of the current attempt were assigned (a job
         waiting to recover has none to take a checkpoint of)."""
-        self.requested_at = now
-        self.deadline = now + timeout_seconds
-        self.wanted_checkpoint = final_checkpoint
         self.final_checkpoint: int | None = None
         """The final checkpoint once it is triggered (adopted, when one was in flight)."""
         self.completed: int | None = None
         """The final checkpoint, once it completed."""
         self.note = ""
         """Why the stop has no final checkpoint (empty when it has one or none was wanted)."""
+        self._timeout = timeout_seconds
         self._resend = resend_seconds
         self._sent_at: float | None = None
+        self._deadline = 0.0
         if not final_checkpoint:
             self.phase = StopPhase.SEND_STOP
         elif not running_attempt:
@@ -114,9 +113,10 @@ class StopSequence:
             case StopPhase.SEND_STOP:
                 self.phase = StopPhase.DRAINING
                 self._sent_at = now
+                self._deadline = now + self._timeout
                 return SendStop()
             case StopPhase.DRAINING:
-                if not running or now >= self.deadline:
+                if not running or now >= self._deadline:
                     self.phase = StopPhase.DONE
                     return Finish(tuple(sorted(running)))
                 assert self._sent_at is not None

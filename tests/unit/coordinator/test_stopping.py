@@ -17,7 +17,7 @@ def stop(**kwargs: object) -> StopSequence:
         "resend_seconds": 2.0,
     }
     options.update(kwargs)
-    return StopSequence(0.0, **options)  # type: ignore[arg-type]
+    return StopSequence(**options)  # type: ignore[arg-type]
 
 
 def test_a_final_checkpoint_then_stop_then_done() -> None:
@@ -79,12 +79,14 @@ def test_a_failure_gives_up_the_final_checkpoint() -> None:
 
 
 def test_stop_is_resent_while_subtasks_run_and_given_up_at_the_deadline() -> None:
-    s = stop(final_checkpoint=False, timeout_seconds=10.0, resend_seconds=2.0)
-    assert s.on_tick(0.0, checkpoint_in_flight=False, running=RUNNING) == SendStop()
-    assert s.on_tick(1.0, checkpoint_in_flight=False, running=RUNNING) is None
-    assert s.on_tick(2.5, checkpoint_in_flight=False, running=RUNNING) == SendStop()
-    assert s.on_tick(3.0, checkpoint_in_flight=False, running=RUNNING) is None
-    assert s.on_tick(10.0, checkpoint_in_flight=False, running=RUNNING) == Finish(
+    s = stop(in_flight=3, timeout_seconds=10.0, resend_seconds=2.0)
+    s.checkpoint_ended(3, completed=True)  # long after the request: the wait starts now
+    assert s.on_tick(50.0, checkpoint_in_flight=False, running=RUNNING) == SendStop()
+    assert s.on_tick(51.0, checkpoint_in_flight=False, running=RUNNING) is None
+    assert s.on_tick(52.5, checkpoint_in_flight=False, running=RUNNING) == SendStop()
+    assert s.on_tick(53.0, checkpoint_in_flight=False, running=RUNNING) is None
+    assert s.on_tick(54.0, checkpoint_in_flight=False, running=RUNNING) is None
+    assert s.on_tick(60.0, checkpoint_in_flight=False, running=RUNNING) == Finish(
         ("count#0", "tokenize#0")
     )
     assert s.done
