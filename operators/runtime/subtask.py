@@ -203,8 +203,13 @@ class Subtask:
             await self._close()
 
     def status_counts(self) -> dict[str, dict[str, int]]:
-        """The operator's `Operator.status_counts`, copied (the heartbeat sends them)."""
-        return {group: dict(c) for group, c in self._operator.status_counts().items()}
+        """The operator's `Operator.status_counts`, copied (the heartbeat sends them); empty
+        if they fail, which must not stop the heartbeats."""
+        try:
+            return {group: dict(c) for group, c in self._operator.status_counts().items()}
+        except Exception:
+            logger.warning("%s: status_counts failed", self.name, exc_info=True)
+            return {}
 
     # -- start and stop -------------------------------------------------------------------
 
