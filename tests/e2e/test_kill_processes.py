@@ -133,20 +133,27 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     await feeding
 
     # Flip a byte in an SST of the newest checkpoint; a fresh worker (no local copy) must
-    # download it, find it corrupt, and the job must fall back to the checkpoint before.
-    # An SST the checkpoint before shares would break both (incremental checkpoints share
-    # files), so pick one that is new in the newest.
+    # download it, find it corrupt, and the job must fall back to a checkpoint before. An SST
+    # an older checkpoint shares breaks it too (incremental checkpoints share files), so pick
+    # one that is new since the closest older checkpoint that differs: usually the one just
+    # before, but under load a checkpoint interval can pass without input (no new SST).
     manifests = ManifestStore(open_storage(storage_dir))
     newest = await manifests.latest()
     assert newest is not None
-    previous = await manifests.load((await manifests.completed())[-2])
-    older = {f.path for s in previous.subtasks.values() for f in s.handle.files}
-    sst = next(
-        f
-        for s in newest.subtasks.values()
-        for f in s.handle.files
-        if f.name.endswith(".sst") and f.path not in older
-    )
+    sst = None
+    for older_id in reversed((await manifests.completed())[:-1]):
+        older_manifest = await manifests.load(older_id)
+        older = {f.path for s in older_manifest.subtasks.values() for f in s.handle.files}
+        new_ssts = [
+            f
+            for s in newest.subtasks.values()
+            for f in s.handle.files
+            if f.name.endswith(".sst") and f.path not in older
+        ]
+        if new_ssts:
+            sst = new_ssts[0]
+            break
+    assert sst is not None, "the newest checkpoint has no SST that a retained older one lacks"
     stored = storage_dir / sst.path
     data = bytearray(stored.read_bytes())
     data[len(data) // 2] ^= 0xFF
