@@ -83,7 +83,9 @@ class RejectCall:
 
 
 @dataclass(frozen=True, slots=True)
-class AskApproval:
+class _ToolStep:
+    """A valid call of ``tool`` with its parsed ``arguments`` and effect ``key``."""
+
     call: ToolCall
     tool: Tool
     arguments: dict[str, Any]
@@ -91,21 +93,18 @@ class AskApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordIntent:
+class AskApproval(_ToolStep):
+    """The call is irreversible: a person decides first."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIntent(_ToolStep):
     """The safe point before a tool with an effect runs."""
 
-    call: ToolCall
-    tool: Tool
-    arguments: dict[str, Any]
-    key: str
-
 
 @dataclass(frozen=True, slots=True)
-class CallTool:
-    call: ToolCall
-    tool: Tool
-    arguments: dict[str, Any]
-    key: str
+class CallTool(_ToolStep):
+    """Run the tool now."""
 
 
 Action = Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool

@@ -29,8 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from agents.agent import AgentTopics
 from agents.client import submit_tasks
 from agents.demo.approver import Approver
@@ -40,6 +38,7 @@ from agents.messages import TaskRequest
 from coordinator.api.client import CoordinatorClient
 from coordinator.supervisor import Child, Supervisor
 from operators.exceptions import SluicegateError
+from operators.runtime.readers import committed_from_start
 
 __all__ = ["run_agent_demo"]
 
@@ -137,14 +136,7 @@ async def _follow(
     """Read results until every run has one; SIGKILL worker-1 a third of the way."""
     results: dict[str, dict[str, object]] = {}
     recovery: asyncio.Task[float | None] | None = None
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(TOPICS.results, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with committed_from_start(bootstrap, TOPICS.results, PARTITIONS) as consumer:
         deadline = time.monotonic() + 120 + runs
         while len(results) < runs and time.monotonic() < deadline:
             if running.done():
@@ -159,8 +151,6 @@ async def _follow(
             if kill and recovery is None and len(results) >= runs // 3:
                 recovery = asyncio.create_task(_kill_and_time(children, client))
         print()
-    finally:
-        await consumer.stop()
     return results, (await recovery if recovery is not None else None)
 
 

@@ -14,14 +14,16 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from coordinator.local import LocalJob
 from operators.api import Context, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
+from operators.runtime.readers import committed_from_start
 from operators.storage import open_storage
 
 __all__ = ["demo_graph", "read_sink", "run_demo", "word_count"]
@@ -73,22 +75,22 @@ async def read_sink(
     bootstrap: str, topic: str, expected: int, timeout_s: float
 ) -> list[ConsumerRecord[bytes, bytes]]:
     """Every committed record of ``topic`` once ``expected`` have arrived (or the time is up)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    try:
-        await consumer.start()
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
         records: list[ConsumerRecord[bytes, bytes]] = []
         deadline = time.monotonic() + timeout_s
         while len(records) < expected and time.monotonic() < deadline:
             for batch in (await consumer.getmany(timeout_ms=500, max_records=10_000)).values():
                 records.extend(batch)
         return records
-    finally:
-        await consumer.stop()
+
+
+def counts_by_word(records: Iterable[ConsumerRecord[bytes, bytes]]) -> dict[str, list[int]]:
+    """The counts sink's records as word -> the counts published for it, in order (exactly
+    once means ``1..n`` for a word seen ``n`` times)."""
+    seen: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        seen[(r.key or b"").decode()].append(int(r.value or b"0"))
+    return seen
 
 
 async def run_demo(
@@ -135,9 +137,7 @@ async def run_demo(
     await second.crash()
     elapsed = time.monotonic() - started
 
-    seen: dict[str, list[int]] = defaultdict(list)
-    for r in published:
-        seen[(r.key or b"").decode()].append(int(r.value))
+    seen = counts_by_word(published)
     print(f"{len(published)} counts published exactly-once in {elapsed:.1f}s:")
     exact = len(published) == total
     for word, n in expected.most_common():

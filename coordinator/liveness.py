@@ -60,6 +60,10 @@ class LivenessTracker(Generic[InfoT]):
         """Known workers with a heartbeat within ``timeout_seconds`` before ``now``, sorted."""
         return sorted(w for w, entry in self._workers.items() if self._is_alive(entry, now))
 
+    def alive_infos(self, now: float) -> dict[str, InfoT]:
+        """The last heartbeat's info of every worker alive at ``now``, by worker id (sorted)."""
+        return {w: self._workers[w].info for w in self.alive(now)}
+
     def get(self, worker_id: str) -> WorkerLiveness[InfoT] | None:
         """The last heartbeat of ``worker_id``, if known."""
         return self._workers.get(worker_id)

@@ -43,7 +43,7 @@ from coordinator.liveness import LivenessTracker
 from coordinator.metadata import next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
-from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal
+from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
 from operators.runtime.control import (
     Assign,
@@ -196,12 +196,11 @@ class Coordinator:
         or has ended."""
         if self.job.state is JobState.STOPPING or self.job.is_terminal:
             return
-        running = self.assign is not None and self.tracker is not None
-        in_flight = self.tracker.in_flight if running and self.tracker is not None else None
+        tracker = self._running_tracker
         self.stopping = StopSequence(
             final_checkpoint=final_checkpoint,
-            in_flight=in_flight,
-            running_attempt=running,
+            in_flight=tracker.in_flight if tracker is not None else None,
+            running_attempt=tracker is not None,
             timeout_seconds=self.settings.stop_timeout_seconds,
         )
         self._recover_at = None
@@ -339,15 +338,11 @@ class Coordinator:
 
     async def _drive_stop(self, stop: StopSequence, now: float) -> None:
         """Do what the stop sequence asks for now; `coordinator.stopping` has its phases."""
-        tracker = self.tracker if self.assign is not None else None
+        tracker = self._running_tracker
         if tracker is not None and (abort := tracker.on_tick(now)) is not None:
             await self._abort(abort)  # the final checkpoint timed out
-        running = frozenset(
-            subtask
-            for worker in self.liveness.alive(now)
-            if (entry := self.liveness.get(worker)) is not None
-            for subtask in entry.info.subtasks
-        )
+        assignment = self.assign.assignment if self.assign is not None else {}
+        running = still_running(self.liveness.alive_infos(now), assignment, self.attempt)
         in_flight = tracker is not None and tracker.in_flight is not None
         match stop.on_tick(now, checkpoint_in_flight=in_flight, running=running):
             case TriggerFinal():
@@ -373,6 +368,11 @@ class Coordinator:
                     f"start resumes from checkpoint {self.stats.last_completed_id}",
                 )  # fmt: skip
 
+    @property
+    def _running_tracker(self) -> CheckpointTracker | None:
+        """The tracker of the attempt whose subtasks are assigned (None while recovering)."""
+        return self.tracker if self.assign is not None else None
+
     def _assigned(self, worker: str) -> bool:
         return bool(self.assign and self.assign.assignment.get(worker))
 
@@ -391,8 +391,7 @@ class Coordinator:
 
     async def _try_assign(self, now: float) -> None:
         assert self.tracker is not None
-        live = [(w, self.liveness.get(w)) for w in self.liveness.alive(now)]
-        slots = {w: entry.info.slots for w, entry in live if entry is not None}
+        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
         if sum(slots.values()) < len(self._subtasks):
             return
         latest = await self.manifests.latest()

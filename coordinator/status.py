@@ -50,18 +50,18 @@ class CoordinatorStatus:
 
     def _counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Every live worker's last reported counts of the current attempt, summed per uid."""
+        reported = (
+            (subtask.rpartition("#")[0] or subtask, group, name, n)
+            for beat in self._c.liveness.alive_infos(time.monotonic()).values()
+            if beat.attempt == self._c.attempt
+            for subtask, groups in beat.counts.items()
+            for group, counts in groups.items()
+            for name, n in counts.items()
+        )
         summed: dict[str, dict[str, dict[str, int]]] = {}
-        for worker in self._c.liveness.alive(time.monotonic()):
-            entry = self._c.liveness.get(worker)
-            if entry is None or entry.info.attempt != self._c.attempt:
-                continue
-            for subtask, groups in entry.info.counts.items():
-                uid = subtask.rpartition("#")[0] or subtask
-                by_group = summed.setdefault(uid, {})
-                for group, counts in groups.items():
-                    total = by_group.setdefault(group, {})
-                    for name, n in counts.items():
-                        total[name] = total.get(name, 0) + n
+        for uid, group, name, n in reported:
+            total = summed.setdefault(uid, {}).setdefault(group, {})
+            total[name] = total.get(name, 0) + n
         return summed
 
     def workers(self) -> list[WorkerInfo]:

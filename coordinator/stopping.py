@@ -11,7 +11,7 @@
     checkpointing    checkpoint_ended(n, completed or not)     -> send_stop
     checkpointing    a failure                                 -> send_stop
     send_stop        tick                                      -> draining       SendStop
-    draining         tick, no subtask reported running         -> done           Finish
+    draining         tick, no subtask still running            -> done           Finish
     draining         tick, past the deadline                   -> done           Finish
     draining         tick, subtasks still running, resend due  -> (same)         SendStop
     done             (terminal)
@@ -26,10 +26,31 @@ it (exactly-once holds either way; a final checkpoint only spares the replay).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Finish", "SendStop", "StopPhase", "StopSequence", "TriggerFinal"]
+from operators.runtime.control import Heartbeat
+
+__all__ = ["Finish", "SendStop", "StopPhase", "StopSequence", "TriggerFinal", "still_running"]
+
+
+def still_running(
+    beats: Mapping[str, Heartbeat], assignment: Mapping[str, tuple[str, ...]], attempt: int
+) -> frozenset[str]:
+    """Subtasks not known to have stopped, from the last heartbeats of the live workers.
+
+    A heartbeat lists the subtasks its worker runs; one from before the worker took up
+    ``attempt`` says nothing of the subtasks ``assignment`` gave it, which may be starting.
+    """
+    return frozenset(
+        subtask
+        for worker, beat in beats.items()
+        for subtask in (
+            *beat.subtasks,
+            *(assignment.get(worker, ()) if beat.attempt < attempt else ()),
+        )
+    )
 
 
 class StopPhase(StrEnum):
@@ -106,7 +127,7 @@ class StopSequence:
     def on_tick(
         self, now: float, *, checkpoint_in_flight: bool, running: frozenset[str]
     ) -> TriggerFinal | SendStop | Finish | None:
-        """What to do now; ``running``: subtasks the workers' last heartbeats report running."""
+        """What to do now; ``running``: subtasks not known to have stopped (`still_running`)."""
         match self.phase:
             case StopPhase.WANT_CHECKPOINT:
                 return None if checkpoint_in_flight else TriggerFinal()

@@ -13,10 +13,9 @@ import json
 import logging
 from collections.abc import Callable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from agents.client import send_decision
 from agents.messages import ApprovalDecision
+from operators.runtime.readers import committed_from_start
 
 __all__ = ["Approver"]
 
@@ -45,33 +44,26 @@ class Approver:
 
     async def run(self) -> None:
         """Answer requests until cancelled."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        await consumer.start()
         pending: set[asyncio.Task[None]] = set()
+        reading = committed_from_start(self._bootstrap, self._events, self._partitions)
         try:
-            partitions = [TopicPartition(self._events, p) for p in range(self._partitions)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            while True:
-                batches = await consumer.getmany(timeout_ms=200)
-                for records in batches.values():
-                    for record in records:
-                        event = json.loads(record.value or b"{}")
-                        if event.get("type") == "approval_requested":
-                            self.requests += 1
-                            task = asyncio.create_task(self._answer(event))
-                            pending.add(task)
-                            task.add_done_callback(pending.discard)
+            async with reading as consumer:
+                while True:
+                    for records in (await consumer.getmany(timeout_ms=200)).values():
+                        for record in records:
+                            self._on_event(json.loads(record.value or b"{}"), pending)
         finally:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            await consumer.stop()
+
+    def _on_event(self, event: dict[str, object], pending: set[asyncio.Task[None]]) -> None:
+        if event.get("type") != "approval_requested":
+            return
+        self.requests += 1
+        task = asyncio.create_task(self._answer(event))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
 
     async def _answer(self, event: dict[str, object]) -> None:
         await asyncio.sleep(self._delay)

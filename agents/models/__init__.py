@@ -1,16 +1,7 @@
 """Model clients: any chat-completions server through the ``openai`` SDK, and a scripted
 stand-in for demos and tests.
 
-Errors (from :mod:`agents.models.exceptions`)::
-
-    SluicegateError
-    ├── RetryableError
-    │   └── ModelUnavailableError   429, 5xx, timeout or connection failure, after retries
-    └── FatalError
-        ├── ModelRequestError       the server refused the request (any other 4xx)
-        └── ModelResponseError      a 2xx answer that is not a chat completion we can read
-
-Every one of them also derives from ``ModelError``.
+Their errors, and which of them to retry: :mod:`agents.models.exceptions`.
 """
 
 from agents.models.exceptions import (

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.agent import AgentTopics
 from agents.client import submit_tasks
@@ -31,6 +30,7 @@ from agents.demo.approver import Approver
 from agents.demo.refund_desk import task_goal
 from agents.demo.world import WorldServer
 from agents.messages import TaskRequest
+from operators.runtime.readers import committed_from_start
 from tests.e2e.cluster import Cluster
 
 PARTITIONS = 4
@@ -70,14 +70,7 @@ async def results_of(
     bootstrap: str, topic: str, expected: int, timeout_s: float, cluster: Cluster | None = None
 ) -> AsyncIterator[dict[str, object]]:
     """Yield each committed result as it arrives, until ``expected`` or the time is up."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
         seen, deadline = 0, time.monotonic() + timeout_s
         while seen < expected and time.monotonic() < deadline:
             for records in (await consumer.getmany(timeout_ms=200)).values():
@@ -85,8 +78,6 @@ async def results_of(
                     seen += 1
                     yield json.loads(record.value or b"{}")
             yield {}  # a tick, so the caller can act between fetches
-    finally:
-        await consumer.stop()
 
 
 async def test_sigkilled_workers_never_repeat_an_effect(
@@ -185,14 +176,7 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
 
 
 async def wait_for_event(bootstrap: str, topic: str, kind: str, cluster: Cluster) -> None:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             cluster.alive()
@@ -200,5 +184,3 @@ async def wait_for_event(bootstrap: str, topic: str, kind: str, cluster: Cluster
                 if any(json.loads(r.value or b"{}").get("type") == kind for r in records):
                     return
         pytest.fail(f"no {kind} event within 120 s")
-    finally:
-        await consumer.stop()

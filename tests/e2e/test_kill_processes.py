@@ -19,6 +19,7 @@ from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
 from tests.e2e.cluster import Cluster, word_count_module
+from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
@@ -95,12 +96,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     await wait_for_more_checkpoints(cluster, storage, 1)
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
 
-    seen: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        seen[(r.key or b"").decode()].append(int(r.value))
-    assert len(records) == total
-    for word, n in expected.items():
-        assert seen[word] == list(range(1, n + 1)), word
+    assert_counted_exactly_once(records, expected)
     # Retention kept 3 checkpoints (plus, at most, the one the attempt restored from).
     assert len(await ManifestStore(open_storage(storage)).completed()) <= 4
     await assert_every_manifest_whole(storage)
@@ -211,12 +207,7 @@ async def test_the_broker_away_for_ten_seconds_stalls_then_recovers(
         total = sum(expected.values())
         records = await read_sink(broker.bootstrap, f"counts-{tag}", total, timeout_s=240)
         cluster.alive()
-        seen: dict[str, list[int]] = defaultdict(list)
-        for r in records:
-            seen[(r.key or b"").decode()].append(int(r.value))
-        assert len(records) == total
-        for word, n in expected.items():
-            assert seen[word] == list(range(1, n + 1)), word
+        assert_counted_exactly_once(records, expected)
     finally:
         for c in cluster_factory:
             c.stop_all()

@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import yaml
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.agent import AgentTopics
 from agents.client import send_decision, submit_tasks
@@ -47,6 +46,7 @@ from agents.demo.world import WorldServer
 from agents.messages import ApprovalDecision, TaskRequest
 from coordinator.api.client import CoordinatorClient
 from operators.exceptions import SluicegateError
+from operators.runtime.readers import committed_from_start
 from tests.observability import PROMETHEUS_DIR, dashboard_targets, load_dashboard
 
 T = TypeVar("T")
@@ -181,19 +181,10 @@ def _worker_pid(parent: int, worker_id: str) -> int | None:
 
 async def _follow_results(bootstrap: str, topic: str, seen: set[str], stop: asyncio.Event) -> None:
     """Add the run id of every committed result on ``topic`` to ``seen`` until ``stop``."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
         while not stop.is_set():
             for records in (await consumer.getmany(timeout_ms=200)).values():
                 seen.update(json.loads(r.value or b"{}")["run_id"] for r in records)
-    finally:
-        await consumer.stop()
 
 
 class Prometheus:

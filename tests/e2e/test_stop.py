@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from coordinator.demo import produce_lines, read_sink, word_count
@@ -18,6 +18,7 @@ from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
 from tests.e2e.cluster import Cluster, word_count_module
+from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"v{i:02d}" for i in range(20)]
 
@@ -61,11 +62,6 @@ async def test_stop_then_start_again_keeps_exactly_once(
     total = sum(expected.values())
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=180)
     cluster.alive()
-    seen: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        seen[(r.key or b"").decode()].append(int(r.value))
-    assert len(records) == total
-    for word, n in expected.items():
-        assert seen[word] == list(range(1, n + 1)), word
+    assert_counted_exactly_once(records, expected)
     log = (cluster.logs / "coordinator.2.log").read_text()
     assert f"assigned from checkpoint {final}:" in log

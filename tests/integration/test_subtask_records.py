@@ -12,12 +12,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from coordinator.local import JobFailedError, LocalJob
 from operators.api import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
+from operators.runtime.readers import committed_from_start
 from operators.runtime.subtask import RECORD_ID_HEADER
 from operators.runtime.topics import dead_letter_topic
 from operators.storage import open_storage
@@ -42,14 +43,7 @@ async def consume(
 ) -> Records:
     """Read ``topic`` from the start until ``expected`` records (data records only, when
     ``data_only``: barrier markers are skipped) have arrived, within 60 s."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    async with committed_from_start(bootstrap, topic, partitions) as consumer:
         got: Records = []
         deadline = time.monotonic() + 60
         while len(got) < expected and time.monotonic() < deadline:
@@ -58,8 +52,6 @@ async def consume(
                     r for r in batch if not (data_only and ("sg-kind", b"barrier") in r.headers)
                 )
         return got
-    finally:
-        await consumer.stop()
 
 
 @asynccontextmanager

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from coordinator.demo import produce_lines, read_sink, word_count
 from coordinator.local import LocalJob
 from operators.runtime.subtask import SubtaskSettings
 from operators.storage import open_storage
+from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
 LINES = 100_000
@@ -68,10 +69,5 @@ async def test_word_count_survives_repeated_crashes_exactly_once(
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
     await running.crash()
 
-    per_word: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        per_word[r.key.decode()].append(int(r.value))
     assert restored_from == sorted(set(restored_from))  # each recovery from a newer checkpoint
-    assert len(records) == total
-    for word, n in expected.items():
-        assert per_word[word] == list(range(1, n + 1)), word
+    assert_counted_exactly_once(records, expected)

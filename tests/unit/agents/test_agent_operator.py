@@ -396,8 +396,8 @@ async def test_a_retryable_tool_error_wakes_the_run_later_and_changes_nothing() 
     assert (result.status, desk.calls["flaky"]) == ("done", 2)
 
 
-async def test_an_approval_timeout_rejects_the_call() -> None:
-    now = [1000.0]
+async def waiting_for_approval(now: list[float]) -> tuple[Desk, Wake]:
+    """A run waiting for approval of a refund with a 60 s timeout; ``now[0]`` is the clock."""
     desk = await opened(
         [[("refund", {"amount": 5.0})], "not refunded"],
         clock=lambda: now[0],
@@ -406,6 +406,12 @@ async def test_an_approval_timeout_rejects_the_call() -> None:
     await desk.task()
     await desk.drain()
     (timeout,) = desk.world.wakes
+    return desk, timeout
+
+
+async def test_an_approval_timeout_rejects_the_call() -> None:
+    now = [1000.0]
+    desk, timeout = await waiting_for_approval(now)
     assert timeout.after_s == 60.0
     now[0] += 61.0
     await desk.fire(timeout)
@@ -421,14 +427,7 @@ async def test_an_approval_timeout_rejects_the_call() -> None:
 
 async def test_an_early_wake_up_of_a_waiting_run_keeps_its_timeout() -> None:
     now = [1000.0]
-    desk = await opened(
-        [[("refund", {"amount": 5.0})], "not refunded"],
-        clock=lambda: now[0],
-        approval_timeout_s=60.0,
-    )
-    await desk.task()
-    await desk.drain()
-    (timeout,) = desk.world.wakes
+    desk, timeout = await waiting_for_approval(now)
     now[0] += 59.0  # the operator's clock says one second is left
     await desk.fire(timeout)
     assert [w.after_s for w in desk.world.wakes] == [pytest.approx(1.0)]

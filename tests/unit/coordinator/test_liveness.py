@@ -32,7 +32,9 @@ def test_a_worker_is_alive_until_its_heartbeat_is_older_than_the_timeout() -> No
     assert tracker.dead(10) == []
     assert tracker.dead(10.5) == ["w1"]
     assert tracker.alive(10.5) == ["w2"]
+    assert tracker.alive_infos(10.5) == {"w2": beat("w2")}
     assert tracker.dead(16) == ["w1", "w2"]
+    assert tracker.alive_infos(16) == {}
 
 
 def test_a_heartbeat_revives_a_dead_worker_and_says_so() -> None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from coordinator.stopping import Finish, SendStop, StopPhase, StopSequence, TriggerFinal
+from coordinator.stopping import (
+    Finish,
+    SendStop,
+    StopPhase,
+    StopSequence,
+    TriggerFinal,
+    still_running,
+)
+from operators.runtime.control import Heartbeat
 
 NOTHING: frozenset[str] = frozenset()
 RUNNING = frozenset({"count#0", "tokenize#0"})
@@ -90,3 +98,18 @@ def test_stop_is_resent_while_subtasks_run_and_given_up_at_the_deadline() -> Non
         ("count#0", "tokenize#0")
     )
     assert s.done
+
+
+def test_a_heartbeat_from_before_the_attempt_does_not_confirm_its_subtasks_stopped() -> None:
+    assignment = {"w1": ("count#0",), "w2": ("tokenize#0",)}
+    beats = {
+        "w1": Heartbeat("w1", "i", 2, 4, ()),  # from before it took up attempt 5
+        "w2": Heartbeat("w2", "j", 2, 5, ()),  # at attempt 5, running nothing: stopped
+        "w3": Heartbeat("w3", "k", 2, 3, ("old#0",)),  # a zombie of attempt 3
+    }
+    assert still_running(beats, assignment, 5) == {"count#0", "old#0"}
+    beats["w1"] = Heartbeat("w1", "i", 2, 5, ("count#0",))
+    assert still_running(beats, assignment, 5) == {"count#0", "old#0"}
+    beats["w1"] = Heartbeat("w1", "i", 2, 5, ())
+    beats["w3"] = Heartbeat("w3", "k", 2, 5, ())  # told to stop: it took up attempt 5
+    assert still_running(beats, assignment, 5) == frozenset()
