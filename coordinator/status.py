@@ -97,12 +97,11 @@ class CoordinatorStatus:
 
     async def checkpoints(self) -> list[CheckpointInfo]:
         infos: list[CheckpointInfo] = []
-        for n in await self._c.manifests.completed():
-            m = await self._c.manifests.load(n)
+        for m in await self._c.manifests.retained():
             snapshots = list(m.subtasks.values())
             infos.append(
                 CheckpointInfo(
-                    checkpoint_id=n,
+                    checkpoint_id=m.checkpoint_id,
                     attempt=m.attempt,
                     status=CheckpointStatus.COMPLETED,
                     triggered_at=None,

@@ -134,6 +134,18 @@ class ManifestStore:
                 ids.add(n)
         return sorted(ids)
 
+    async def retained(self) -> list[CheckpointManifest]:
+        """The manifests of the completed checkpoints, oldest first. One that retention
+        deletes between the listing and its load (they interleave in the coordinator's loop)
+        is left out."""
+        manifests = []
+        for n in await self.completed():
+            try:
+                manifests.append(await self.load(n))
+            except NotFoundError:
+                continue
+        return manifests
+
     async def latest(self) -> CheckpointManifest | None:
         """The newest completed checkpoint not marked corrupt, or None."""
         corrupt = await self.corrupt()

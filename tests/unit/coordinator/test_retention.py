@@ -470,3 +470,24 @@ async def _random_history(history: list[Step], keep: int, crash_after: int | Non
     assert set(await inner.list("shared")) == referenced(survivors)
     assert await ManifestStore(inner).completed() == [m.checkpoint_id for m in survivors]
     assert await broken_manifests(inner) == []
+
+
+class DeletingAfterList(FailingStorage):
+    """Retention deletes ``victim``'s manifest right after a listing, before any load."""
+
+    def __init__(self, inner: Storage, victim: int) -> None:
+        super().__init__(inner)
+        self.victim = victim
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        listed = await self.inner.list(prefix)
+        await self.inner.delete(checkpoint_manifest(self.victim))
+        return listed
+
+
+async def test_retained_manifests_leave_out_one_deleted_after_the_listing() -> None:
+    storage = open_storage("memory://")
+    for n in (1, 2, 3):
+        await complete(storage, n, {"a#0": [n]})
+    retained = await ManifestStore(DeletingAfterList(storage, victim=2)).retained()
+    assert [m.checkpoint_id for m in retained] == [1, 3]
