@@ -78,6 +78,17 @@ class Cluster:
             time.sleep(0.1)
         pytest.fail(f"the coordinator did not print its API address within {timeout_s:.0f} s")
 
+    def stop_job(self) -> str:
+        """``sluicegate stop`` against the coordinator; what it printed. The stop and the
+        coordinator's process must both end with 0 (the workers stay up, idle)."""
+        stop = subprocess.run(
+            [sys.executable, "-m", "coordinator.cli", "stop", "--url", self.api_url()],
+            env=self.env, capture_output=True, text=True, timeout=150, check=False,
+        )  # fmt: skip
+        assert stop.returncode == 0, stop.stderr
+        assert self.processes.pop("coordinator").wait(timeout=30) == 0
+        return stop.stdout
+
     def kill(self, name: str) -> None:
         """SIGKILL ``name``; it no longer counts as one that must stay alive."""
         process = self.processes.pop(name)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -39,20 +37,10 @@ async def test_stop_then_start_again_keeps_exactly_once(
     # Stop while the pipeline is busy with the first half.
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:3000])
     assert await read_sink(kafka_bootstrap, f"counts-{tag}", 1, timeout_s=120)
-    stop = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "coordinator.cli", "stop", "--url", cluster.api_url(),
-        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(stop.communicate(), 150)
-    assert stop.returncode == 0, err.decode()
-    said = re.fullmatch(
-        r"\S+ stopped at checkpoint (\d+); starting it again resumes there\n", out.decode()
-    )
-    assert said is not None, out.decode()
+    out = await asyncio.to_thread(cluster.stop_job)  # the coordinator process ends with 0
+    said = re.fullmatch(r"\S+ stopped at checkpoint (\d+); starting it again resumes there\n", out)
+    assert said is not None, out
     final = int(said.group(1))
-
-    coordinator = cluster.processes.pop("coordinator")
-    assert coordinator.wait(timeout=30) == 0  # the job is stopped: the process ends
     cluster.alive()  # the workers idle
     manifests = ManifestStore(open_storage(tmp_path / "storage"))
     assert max(await manifests.completed()) == final
