@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -89,17 +90,30 @@ class Cluster:
         assert self.processes.pop("coordinator").wait(timeout=30) == 0
         return stop.stdout
 
-    def kill(self, name: str) -> None:
-        """SIGKILL ``name``; it no longer counts as one that must stay alive."""
+    def kill(self, name: str) -> bool:
+        """SIGKILL ``name``; it no longer counts as one that must stay alive. False when it
+        had ended already (a fault point may have killed it)."""
         process = self.processes.pop(name)
+        running = process.poll() is None
         process.send_signal(signal.SIGKILL)
         process.wait()
+        return running
 
     def alive(self) -> None:
-        for name, process in self.processes.items():
-            if process.poll() is not None:
+        self.revive(())
+
+    def revive(self, names: Collection[str]) -> int:
+        """Start again each of ``names`` that SIGKILL ended (a fault point), as ``up`` would;
+        any other ended process fails the test. One look at each process, so a death between
+        two looks cannot count as unexpected. How many were started again."""
+        ended = [(n, p.returncode) for n, p in self.processes.items() if p.poll() is not None]
+        for name, code in ended:
+            if name not in names or code != -signal.SIGKILL:
                 tail = sorted(self.logs.glob(f"{name}.*.log"))[-1].read_text()[-3000:]
-                pytest.fail(f"{name} exited with {process.returncode}:\n{tail}")
+                pytest.fail(f"{name} exited with {code}:\n{tail}")
+            del self.processes[name]
+            self.start(name)
+        return len(ended)
 
     def stop_all(self) -> None:
         for process in self.processes.values():

@@ -112,20 +112,15 @@ async def test_sigkilled_workers_never_repeat_an_effect(
         async for result in results_of(kafka_bootstrap, topics.results, RUNS, timeout_s=600):
             if result:
                 results.append(result)
-            for name in workers:  # a fault point killed it: start it again, as `up` would
-                process = cluster.processes.get(name)
-                if process is not None and process.poll() is not None:
-                    assert process.returncode == -9, f"{name} exited with {process.returncode}"
-                    cluster.processes.pop(name)
-                    fault_deaths += 1
-                    cluster.start(name)
+            fault_deaths += cluster.revive(workers)
             if kills < KILLS and time.monotonic() > next_kill:
                 victim = rng.choice(workers)
-                cluster.kill(victim)
-                kills += 1
+                if cluster.kill(victim):
+                    kills += 1
+                else:  # a fault point was quicker
+                    fault_deaths += 1
                 cluster.start(victim)
                 next_kill = time.monotonic() + rng.uniform(4, 10)
-            cluster.alive()
     finally:
         approving.cancel()
         await asyncio.gather(approving, return_exceptions=True)
@@ -137,7 +132,8 @@ async def test_sigkilled_workers_never_repeat_an_effect(
     assert {r["steps"] for r in results} == {10}
     assert all(int(str(r["steps"])) <= MAX_STEPS for r in results)
     fired = fault_state.read_text().splitlines() if fault_state.exists() else []
-    assert len(fired) == fault_deaths >= 1, (fired, fault_deaths)
+    # A fault point may fire in the instant between the test's look and its own SIGKILL.
+    assert 1 <= fault_deaths <= len(fired) <= fault_deaths + kills, (fired, fault_deaths)
     stats = world.state.stats()
     assert stats["duplicates"] == 0
     assert stats["mismatched_replays"] == 0
