@@ -360,19 +360,18 @@ class AgentOperator(Operator):
             self._waiting_since[run.run_id] = run.pending_approval.proposed_at
         else:
             self._waiting_since.pop(run.run_id, None)
-        if before is run.status:
-            changed: tuple[RunStatus, ...] = ()
-        else:
-            changed = (run.status,) if before is None else (before, run.status)
-            self._run_counts[run.status] += 1
+        if before is not run.status:
+            self._count_run(run.status, +1)
             if before is not None:
-                self._run_counts[before] -= 1
-        for status in changed:
-            self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
+                self._count_run(before, -1)
         self._metrics.approvals_waiting.labels(*self._labels).set(len(self._waiting_since))
         oldest = min(self._waiting_since.values(), default=None)
         age = 0.0 if oldest is None else max(0.0, self._clock() - oldest)
         self._metrics.oldest_approval_wait.labels(*self._labels).set(age)
+
+    def _count_run(self, status: RunStatus, delta: int) -> None:
+        self._run_counts[status] += delta
+        self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
 
     def _export_journal_counts(self) -> None:
         assert self._journal is not None

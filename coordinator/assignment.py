@@ -3,8 +3,8 @@
 `plan_assignment` keeps every subtask on the worker that ran it in the previous attempt when
 that worker is alive and has a free slot (its local copy of the state makes the restore a
 hard link instead of a download), then spreads the rest round-robin over the free slots.
-The plan of attempt ``A`` is written to ``assignments/<A>.json`` before it is broadcast, so a
-restarted coordinator plans its first attempt from the last one.
+The plan of attempt ``A`` is written to ``assignments/<A>.json`` before it is broadcast (older
+plans are then deleted), so a restarted coordinator plans its first attempt from the last one.
 """
 
 from __future__ import annotations
@@ -49,24 +49,33 @@ def plan_assignment(
 
 
 async def save_assignment(storage: Storage, attempt: int, assignment: Assignment) -> None:
-    """Write the plan of ``attempt`` (before it is broadcast)."""
+    """Write the plan of ``attempt`` (before it is broadcast), then delete the plans of older
+    attempts: only the newest is ever read, and every recovery writes one."""
     body = {"schema_version": _SCHEMA_VERSION, "attempt": attempt, "assignment": assignment}
-    await storage.put(f"{ASSIGNMENTS}/{attempt}.json", json.dumps(body, sort_keys=True).encode())
+    await storage.put(_path(attempt), json.dumps(body, sort_keys=True).encode())
+    for older in await _stored_attempts(storage):
+        if older < attempt:
+            await storage.delete(_path(older))
 
 
 async def load_assignment(storage: Storage) -> dict[str, str]:
     """subtask -> worker of the newest stored plan; empty if none (or unreadable)."""
-    attempts = []
-    for path in await storage.list(ASSIGNMENTS):
-        name = path.rsplit("/", 1)[-1]
-        if name.endswith(".json") and name[:-5].isdigit():
-            attempts.append(int(name[:-5]))
+    attempts = await _stored_attempts(storage)
     if not attempts:
         return {}
     try:
-        body = json.loads(await storage.get(f"{ASSIGNMENTS}/{max(attempts)}.json"))
+        body = json.loads(await storage.get(_path(max(attempts))))
     except (NotFoundError, ValueError):
         return {}
     if body.get("schema_version") != _SCHEMA_VERSION:
         return {}  # a newer coordinator wrote it: plan afresh rather than misread it
     return {s: worker for worker, subs in body["assignment"].items() for s in subs}
+
+
+def _path(attempt: int) -> str:
+    return f"{ASSIGNMENTS}/{attempt}.json"
+
+
+async def _stored_attempts(storage: Storage) -> list[int]:
+    names = (path.rsplit("/", 1)[-1] for path in await storage.list(ASSIGNMENTS))
+    return [int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()]

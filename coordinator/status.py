@@ -16,6 +16,7 @@ from coordinator.api.view import (
     WorkerInfo,
 )
 from coordinator.service import Coordinator
+from operators.graph import SubtaskId
 
 __all__ = ["CoordinatorStatus"]
 
@@ -51,7 +52,7 @@ class CoordinatorStatus:
     def _counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Every live worker's last reported counts of the current attempt, summed per uid."""
         reported = (
-            (subtask.rpartition("#")[0] or subtask, group, name, n)
+            (SubtaskId.parse(subtask).uid, group, name, n)
             for beat in self._c.liveness.alive_infos(time.monotonic()).values()
             if beat.attempt == self._c.attempt
             for subtask, groups in beat.counts.items()

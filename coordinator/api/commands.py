@@ -139,17 +139,16 @@ def run_checkpoint_trigger(args: argparse.Namespace) -> int:
 
 def run_stop(args: argparse.Namespace) -> int:
     """``sluicegate stop``: 0 once the job is stopped, else 1 with what to do."""
-    outcome: list[int] = []
 
-    def stop(client: CoordinatorClient) -> None:
+    def stop(client: CoordinatorClient) -> int:
         job = client.stop(final_checkpoint=args.final_checkpoint, wait_seconds=args.timeout)
         line, what_to_do = stop_text(job)
         if what_to_do:
-            outcome.append(_fail(line, what_to_do))
-        else:
-            print(line)
+            return _fail(line, what_to_do)
+        print(line)
+        return 0
 
-    return _run(args, stop) or (outcome[0] if outcome else 0)
+    return _run(args, stop)
 
 
 def stop_text(job: JobStatus) -> tuple[str, str]:
@@ -246,10 +245,11 @@ def render_checkpoints(checkpoints: Sequence[CheckpointInfo]) -> str:
     return table(headers, rows)
 
 
-def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], None]) -> int:
+def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], int | None]) -> int:
+    """Run ``action`` against the coordinator; its exit code (None: 0), or 1 on an API error."""
     url = coordinator_url(args.url)
     try:
-        action(CoordinatorClient(url))
+        return action(CoordinatorClient(url)) or 0
     except CoordinatorUnreachableError as exc:
         return _fail(
             str(exc),
@@ -259,7 +259,6 @@ def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], None]) 
         return _fail(f"{exc.message} (HTTP {exc.status} {exc.error})", exc.what_to_do)
     except ConfigError as exc:
         return _fail(str(exc), f"Pass --url or set ${URL_ENV}.")
-    return 0
 
 
 def _fail(message: str, what_to_do: str) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -53,6 +54,17 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class _Hosted:
+    """A subtask this worker runs: the subtask, its control link, its task."""
+
+    subtask: Subtask
+    link: InboxLink
+    task: asyncio.Task[None]
+    reported: bool = False
+    """Its failure was reported to the coordinator."""
+
+
 class Worker:
     """Hosts up to ``slots`` subtasks of ``graph``; steps in the module docstring."""
 
@@ -80,10 +92,7 @@ class Worker:
         self._registry = registry
         self.attempt = 0
         self.incarnation = uuid.uuid4().hex
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._subtasks: dict[str, Subtask] = {}
-        self._links: dict[str, InboxLink] = {}
-        self._reported: set[str] = set()
+        self._hosted: dict[str, _Hosted] = {}
         self._producer: AIOKafkaProducer | None = None
 
     async def send(self, message: FromWorker) -> None:
@@ -121,8 +130,8 @@ class Worker:
 
     async def _heartbeat(self) -> None:
         while True:
-            running = tuple(sorted(n for n, t in self._tasks.items() if not t.done()))
-            counts = {n: c for n in running if (c := self._subtasks[n].status_counts())}
+            running = tuple(sorted(n for n, h in self._hosted.items() if not h.task.done()))
+            counts = {n: c for n in running if (c := self._hosted[n].subtask.status_counts())}
             await self.send(
                 Heartbeat(
                     self.worker_id, self.incarnation, self.slots, self.attempt, running, counts
@@ -135,8 +144,7 @@ class Worker:
             if message.attempt > self.attempt:
                 await self._assign(message)
         elif isinstance(message, CheckpointCompleted | CheckpointAborted):
-            for link in self._links.values():
-                link.inbox.put_nowait(message)
+            self._hand_over(message)
         elif isinstance(message, StopSubtasks):
             await self._stop(message)
 
@@ -147,8 +155,11 @@ class Worker:
             await self._stop_subtasks()
             self.attempt = stop.attempt  # an older assignment re-sent later must not start
         elif stop.attempt == self.attempt:
-            for link in self._links.values():
-                link.inbox.put_nowait(stop)
+            self._hand_over(stop)
+
+    def _hand_over(self, message: CheckpointCompleted | CheckpointAborted | StopSubtasks) -> None:
+        for hosted in self._hosted.values():
+            hosted.link.inbox.put_nowait(message)
 
     async def _assign(self, assign: Assign) -> None:
         await self._stop_subtasks()
@@ -172,32 +183,30 @@ class Worker:
                 settings=self._settings,
                 registry=self._registry,
             )
-            self._links[name] = link
-            self._subtasks[name] = subtask
-            self._tasks[name] = asyncio.create_task(subtask.run(), name=name)
+            self._hosted[name] = _Hosted(
+                subtask, link, asyncio.create_task(subtask.run(), name=name)
+            )
         logger.info(
             "worker %s runs %s at attempt %s from checkpoint %s",
             self.worker_id, list(mine), assign.attempt, assign.restore_from,
         )  # fmt: skip
 
     async def _stop_subtasks(self) -> None:
-        tasks = list(self._tasks.values())
+        tasks = [hosted.task for hosted in self._hosted.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
-        self._subtasks.clear()
-        self._links.clear()
-        self._reported.clear()
+        self._hosted.clear()
 
     async def _report_failures(self) -> None:
-        for name, task in self._tasks.items():
-            if name in self._reported or not task.done() or task.cancelled():
+        for name, hosted in self._hosted.items():
+            task = hosted.task
+            if hosted.reported or not task.done() or task.cancelled():
                 continue
             exc = task.exception()
             if exc is None:
                 continue
-            self._reported.add(name)
+            hosted.reported = True
             logger.error("subtask %s failed: %r", name, exc)
             corrupt = exc.checkpoint_id if isinstance(exc, CorruptCheckpointError) else None
             await self.send(SubtaskFailed(name, self.attempt, repr(exc), corrupt))

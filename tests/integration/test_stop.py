@@ -75,7 +75,8 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         await asyncio.wait_for(first_task, 10)  # the run ended on its own
         assert not worker_task.done()  # the worker outlives the job, idle
         assert worker.attempt == first.attempt
-        assert all(t.done() and t.exception() is None for t in worker._tasks.values())
+        tasks = [hosted.task for hosted in worker._hosted.values()]
+        assert all(t.done() and t.exception() is None for t in tasks)
         assert await ManifestStore(storage).latest() is not None
 
         # Everything the final checkpoint covers was published, once: a prefix of each count.

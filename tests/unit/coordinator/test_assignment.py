@@ -49,3 +49,10 @@ async def test_the_newest_plan_is_loaded_back() -> None:
     await save_assignment(storage, 1, {"w1": ("a#0",), "w2": ("a#1",)})
     await save_assignment(storage, 2, {"w1": ("a#0", "a#1")})
     assert await load_assignment(storage) == {"a#0": "w1", "a#1": "w1"}
+
+
+async def test_only_the_newest_plan_is_kept() -> None:
+    storage = open_storage("memory://")
+    for attempt in (1, 2, 5):
+        await save_assignment(storage, attempt, {"w1": ("a#0",)})
+    assert await storage.list("assignments") == ["assignments/5.json"]
