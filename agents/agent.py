@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
-from agents.model import ModelClient
+from agents.models.contract import ModelClient
 from agents.state import Budget
 from agents.tools import Tool, ToolDeclarationError, ToolResources
-from operators.api import Operator
+from operators.contract import Operator
 from operators.graph import JobGraph
 from operators.pipeline import OwnedTopic, Pipeline
 

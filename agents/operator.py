@@ -44,10 +44,10 @@ from agents.journal import (
 )
 from agents.messages import ApprovalDecision, RunResult, TaskRequest
 from agents.metrics import AgentMetrics
-from agents.model import ModelClient, ModelResponse
+from agents.models.contract import ModelClient, ModelResponse
 from agents.state import RunState, RunStatus, run_key
 from agents.tools import ToolContext, tool_schemas
-from operators.api import Context, OpenContext, Operator, Record
+from operators.contract import Context, OpenContext, Operator, Record
 from operators.exceptions import RetryableError
 from operators.state.store import PartitionState
 

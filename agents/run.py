@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agents.journal import effect_key
-from agents.model import ChatMessage, ModelResponse, ToolCall
+from agents.models.contract import ChatMessage, ModelResponse, ToolCall
 from agents.state import EffectRecord, PendingApproval, RunState, RunStatus
 from agents.tools import Tool, ToolArgumentsError, ToolKind
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.model import ChatMessage, ToolCall, Usage
+from agents.models.contract import ChatMessage, ToolCall, Usage
 
 __all__ = [
     "SCHEMA_VERSION",

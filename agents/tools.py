@@ -31,7 +31,7 @@ from typing import Any, Protocol, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agents.journal import LookupResult, OnUnknown
-from agents.model import ToolSchema
+from agents.models.contract import ToolSchema
 from operators.exceptions import FatalError
 
 __all__ = [

@@ -69,16 +69,15 @@ from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics, add_agent
 from agents.client import submit_tasks
 from agents.journal import InMemoryJournal, Journal, KafkaJournal
 from agents.messages import TaskRequest
-from agents.model import ChatMessage, ToolCall
+from agents.models.contract import ChatMessage, ToolCall
 from agents.models.scripted import ScriptedModel
 from agents.operator import AgentOperator
 from agents.state import Budget, RunState, RunStatus, run_key
 from agents.tools import ToolContext, tool
 from bench.processes import kafka_bootstrap
 from bench.table import print_table
-from coordinator.demo import read_sink
 from coordinator.local import LocalJob
-from operators.api import Record
+from operators.contract import Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.context import OperatorOpenContext, RecordContext
@@ -87,8 +86,9 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.wakes import WakeUp
 from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import read_sink
 
-PARTITIONS = 4  # what coordinator.demo.read_sink reads
+PARTITIONS = 4  # what sluicegate.demos.wordcount.read_sink reads
 LANGGRAPH = ("langgraph==1.2.24", "langgraph-checkpoint-sqlite==3.1.2")
 _REPO = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = "You add numbers with the add tool, then answer."

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.table import print_table
-from operators.runtime.snapshots import SnapshotStore, UploadResult
+from operators.runtime.state_transfer import SnapshotStore, UploadResult
 from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import open_storage
 

@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import print_table
-from operators.api import Context, ProcessFunction, Record
+from operators.contract import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.manifest import CheckpointManifest, ManifestStore

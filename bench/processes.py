@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from coordinator.devkafka import DevBroker
+from sluicegate.devkafka import DevBroker
 
 __all__ = ["ProcessCluster", "kafka_bootstrap", "log_times"]
 
@@ -90,7 +90,7 @@ class ProcessCluster:
         self.log_paths[name] = self.logs / f"{name}.{self._starts[name]}.log"
         with self.log_paths[name].open("wb") as log:
             self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", "coordinator.cli", *args, "--pipeline", self.spec],
+                [sys.executable, "-m", "sluicegate", *args, "--pipeline", self.spec],
                 env=self.env,
                 cwd=self.root,
                 stdout=log,

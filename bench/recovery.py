@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaProducer
 
 from bench.processes import ProcessCluster, kafka_bootstrap, log_times
 from bench.table import print_table
-from operators.api import Context, Record
+from operators.contract import Context, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.manifest import CheckpointManifest, ManifestStore

@@ -24,10 +24,10 @@ import uuid
 from pathlib import Path
 
 from bench.table import print_table
-from coordinator.demo import produce_lines, word_count
-from coordinator.devkafka import DevBroker
 from coordinator.local import LocalJob
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines, word_count
+from sluicegate.devkafka import DevBroker
 
 _WORDS = [f"w{i:03d}" for i in range(200)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaProducer
 
-from coordinator.metadata import mark_triggered
+from coordinator.numbering import mark_triggered
 from operators.graph import JobGraph
 from operators.protocol.records import COORDINATOR_WRITER, RecordKind, RecordMeta, encode_headers
 from operators.storage import Storage

@@ -35,7 +35,7 @@ from coordinator.checkpoints.tracker import (
     CheckpointTracker,
     InjectBarriers,
 )
-from coordinator.metadata import next_checkpoint_id, take_attempt
+from coordinator.numbering import next_checkpoint_id, take_attempt
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
 from operators.runtime.control import (

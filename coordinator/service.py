@@ -40,7 +40,7 @@ from coordinator.checkpoints import AbortCause, AbortCheckpoint, CheckpointTrack
 from coordinator.checkpoints.commit import commit_checkpoint
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
-from coordinator.metadata import next_checkpoint_id, take_attempt
+from coordinator.numbering import next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 
-from coordinator.api.view import (
+from coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,

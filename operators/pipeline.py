@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from operators.api import FunctionOperator, Operator, OperatorFactory, ProcessFunction
+from operators.contract import FunctionOperator, Operator, OperatorFactory, ProcessFunction
 from operators.exceptions import FatalError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from hypothesis import HealthCheck, settings
 
-from coordinator.devkafka import DevBroker
+from sluicegate.devkafka import DevBroker
 
 TopicFactory = Callable[..., Awaitable[str]]
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import ConsumerRecord
 
-from coordinator.demo import counts_by_word
-from operators.runtime.snapshots import SnapshotFile, StateHandle
+from operators.runtime.state_transfer import SnapshotFile, StateHandle
+from sluicegate.demos.wordcount import counts_by_word
 
 
 def fake_state_handle(key: str, checkpoint_id: int = 1) -> StateHandle:

@@ -1,4 +1,4 @@
-"""A :class:`~agents.model.ModelClient` for any chat-completions server, through the ``openai`` SDK.
+"""A :class:`~agents.models.contract.ModelClient` for any chat-completions server (``openai`` SDK).
 
 OpenAI itself, vLLM, Ollama, LM Studio and llama.cpp all speak ``POST /v1/chat/completions``;
 ``base_url`` picks the server.
@@ -33,7 +33,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agents.model import ChatMessage, ModelResponse, ToolCall, ToolSchema, Usage
+from agents.models.contract import ChatMessage, ModelResponse, ToolCall, ToolSchema, Usage
 from agents.models.exceptions import (
     ModelRequestError,
     ModelResponseError,

@@ -11,7 +11,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 
-from agents.model import ChatMessage, ModelResponse, ToolSchema, Usage
+from agents.models.contract import ChatMessage, ModelResponse, ToolSchema, Usage
 from agents.models.pricing import Price
 
 __all__ = ["Policy", "ScriptedModel", "estimate_tokens"]
@@ -31,7 +31,7 @@ def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
 
 
 class ScriptedModel:
-    """:class:`~agents.model.ModelClient` whose answers come from ``policy``; no network.
+    """:class:`~agents.models.contract.ModelClient` whose answers come from ``policy``; no network.
 
     Deterministic: the same messages give the same response and usage. Tools and the
     idempotency key are accepted and ignored. ``calls`` counts the calls made so far.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from operators.api import Record
+from operators.contract import Record
 from operators.runtime.wakes import WakeUp
 from operators.state.store import PartitionState
 
@@ -25,7 +25,7 @@ class Emitted:
 
 @dataclass(slots=True)
 class RecordContext:
-    """Implements `operators.api.Context` for one call of a process function or a wake-up.
+    """Implements `operators.contract.Context` for one call of a process function or a wake-up.
 
     ``record`` is None for a wake-up; ``topic``/``partition`` name the partition either way.
     """
@@ -59,7 +59,7 @@ class RecordContext:
 
 @dataclass(frozen=True, slots=True)
 class OperatorOpenContext:
-    """Implements `operators.api.OpenContext` for `Operator.open`."""
+    """Implements `operators.contract.OpenContext` for `Operator.open`."""
 
     subtask: str
     attempt: int

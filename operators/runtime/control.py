@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from operators.protocol.records import TopicPartition
-from operators.runtime.snapshots import StateHandle
+from operators.runtime.state_transfer import StateHandle
 
 __all__ = [
     "Assign",

@@ -25,7 +25,7 @@ from operators.runtime.control import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.runtime.snapshots import StateHandle
+from operators.runtime.state_transfer import StateHandle
 
 __all__ = [
     "WIRE_SCHEMA_VERSION",

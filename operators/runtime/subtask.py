@@ -41,7 +41,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
 from prometheus_client import CollectorRegistry
 
-from operators.api import FunctionOperator, Record
+from operators.contract import FunctionOperator, Record
 from operators.graph import JobGraph, SubtaskId
 from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.pipeline import TopicKind
@@ -75,11 +75,11 @@ from operators.runtime.exceptions import (
 from operators.runtime.executor import KeyedExecutor
 from operators.runtime.partitioner import partition_for
 from operators.runtime.sinks import SinkPublisher
-from operators.runtime.snapshots import SnapshotStore, StateHandle
+from operators.runtime.state_transfer import SnapshotStore, StateHandle
 from operators.runtime.topics import dead_letter_topic, sink_progress_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
+from operators.state.local_checkpoint import LocalCheckpoint
 from operators.state.rocksdb import RocksDBStateStore
-from operators.state.snapshot import LocalCheckpoint
 from operators.state.store import PartitionState
 from operators.storage import CorruptFileError, Storage
 

@@ -2,7 +2,7 @@
 
 * :mod:`operators.state.store`: the :class:`StateStore` contract a process function sees.
 * :mod:`operators.state.rocksdb`: the rocksdict implementation, one database per subtask.
-* :mod:`operators.state.snapshot`: local checkpoints and the inventory the uploader reads.
+* :mod:`operators.state.local_checkpoint`: local checkpoints and the inventory the uploader reads.
 * :mod:`operators.state.codec`: the on-disk format (key layout, RocksDB tuning); raw bytes.
 * :mod:`operators.state.exceptions`: the error tree.
 """
@@ -19,14 +19,14 @@ from operators.state.exceptions import (
     StateOpenError,
     StateSchemaVersionError,
 )
-from operators.state.rocksdb import SCHEMA_VERSION, RocksDBPartitionState, RocksDBStateStore
-from operators.state.snapshot import (
+from operators.state.local_checkpoint import (
     CheckpointFile,
     CheckpointInventory,
     FileKind,
     LocalCheckpoint,
     SstKey,
 )
+from operators.state.rocksdb import SCHEMA_VERSION, RocksDBPartitionState, RocksDBStateStore
 from operators.state.store import PartitionId, PartitionState, PendingWrites, StateStore
 
 __all__ = [

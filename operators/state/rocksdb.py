@@ -33,7 +33,7 @@ from operators.state.exceptions import (
     StateOpenError,
     StateSchemaVersionError,
 )
-from operators.state.snapshot import (
+from operators.state.local_checkpoint import (
     LocalCheckpoint,
     SstKey,
     create_local_checkpoint,
@@ -142,7 +142,7 @@ class RocksDBStateStore:
     ) -> RocksDBStateStore:
         """Open a new database at ``into_dir`` from the files of checkpoint folder ``from_dir``.
 
-        1. link or copy the files: :func:`~operators.state.snapshot.materialize_checkpoint`;
+        1. link or copy the files: :func:`~operators.state.local_checkpoint.materialize_checkpoint`;
         2. :meth:`open` ``into_dir``, which checks ``schema_version``.
         """
         materialize_checkpoint(from_dir, into_dir)
@@ -224,7 +224,7 @@ class RocksDBStateStore:
 
         1. apply the pending write batch, so the checkpoint holds every write so far;
         2. flush the memtable, create the RocksDB checkpoint (hard links) and list
-           its files: :func:`~operators.state.snapshot.create_local_checkpoint`.
+           its files: :func:`~operators.state.local_checkpoint.create_local_checkpoint`.
            SSTs whose ``(name, size)`` is in ``uploaded`` (-> sha256) are not new.
 
         ``sync_duration_seconds`` of the inventory covers both steps; nothing is hashed.

@@ -19,7 +19,7 @@ __all__ = ["Cluster", "word_count_module"]
 
 def word_count_module(tag: str) -> str:
     """The source of a pipeline module for `Cluster`: the demo word count of ``tag``."""
-    return f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
+    return f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
 
 
 class Cluster:
@@ -60,7 +60,7 @@ class Cluster:
         self.starts[name] += 1
         log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", *args, "--pipeline", self.spec],
+            [sys.executable, "-m", "sluicegate", *args, "--pipeline", self.spec],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -83,7 +83,7 @@ class Cluster:
         """``sluicegate stop`` against the coordinator; what it printed. The stop and the
         coordinator's process must both end with 0 (the workers stay up, idle)."""
         stop = subprocess.run(
-            [sys.executable, "-m", "coordinator.cli", "stop", "--url", self.api_url()],
+            [sys.executable, "-m", "sluicegate", "stop", "--url", self.api_url()],
             env=self.env, capture_output=True, text=True, timeout=150, check=False,
         )  # fmt: skip
         assert stop.returncode == 0, stop.stderr

@@ -26,11 +26,11 @@ import pytest
 
 from agents.agent import AgentTopics
 from agents.client import submit_tasks
-from agents.demo.approver import Approver
-from agents.demo.refund_desk import task_goal
-from agents.demo.world import WorldServer
 from agents.messages import TaskRequest
 from operators.runtime.readers import committed_from_start
+from sluicegate.demos.refund_desk.agent import task_goal
+from sluicegate.demos.refund_desk.approver import Approver
+from sluicegate.demos.refund_desk.world import WorldServer
 from tests.e2e.cluster import Cluster
 
 PARTITIONS = 4
@@ -51,7 +51,7 @@ def desk_module(tag: str, world_url: str, parallelism: int) -> str:
     topics = topics_of(tag)
     return (
         "from agents.agent import AgentTopics, add_agent\n"
-        "from agents.demo.refund_desk import refund_desk\n"
+        "from sluicegate.demos.refund_desk.agent import refund_desk\n"
         "from operators.pipeline import Pipeline\n"
         f"p = Pipeline('desk-{tag}')\n"
         f"add_agent(p, refund_desk({world_url!r}), partitions={PARTITIONS}, "
@@ -159,7 +159,7 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
     for name in names:
         cluster.start(name)
     approve = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "coordinator.cli", "approve", "waits",
+        sys.executable, "-m", "sluicegate", "approve", "waits",
         "--topic", topics.approvals, "--by", "ann",
         env=cluster.env, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

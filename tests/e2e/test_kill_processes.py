@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.demo import produce_lines, read_sink, word_count
-from coordinator.devkafka import DevBroker
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.devkafka import DevBroker
 from tests.e2e.cluster import Cluster, word_count_module
 from tests.helpers import assert_counted_exactly_once
 

@@ -40,13 +40,13 @@ import yaml
 
 from agents.agent import AgentTopics
 from agents.client import send_decision, submit_tasks
-from agents.demo.approver import Approver
-from agents.demo.refund_desk import task_goal
-from agents.demo.world import WorldServer
 from agents.messages import ApprovalDecision, TaskRequest
-from coordinator.api.client import CoordinatorClient
+from coordinator.httpapi.client import CoordinatorClient
 from operators.exceptions import SluicegateError
 from operators.runtime.readers import committed_from_start
+from sluicegate.demos.refund_desk.agent import task_goal
+from sluicegate.demos.refund_desk.approver import Approver
+from sluicegate.demos.refund_desk.world import WorldServer
 from tests.observability import PROMETHEUS_DIR, dashboard_targets, load_dashboard
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ PIPELINE_MODULE = """\
 import os
 
 from agents.agent import AgentTopics, add_agent
-from agents.demo.refund_desk import refund_desk
+from sluicegate.demos.refund_desk.agent import refund_desk
 from operators.pipeline import Pipeline
 
 TOPICS = AgentTopics(**{topics!r})
@@ -281,7 +281,7 @@ async def test_every_dashboard_query_finds_data_in_a_real_prometheus(
     up_log = tmp_path / "up.log"
     up = _start(
         processes,
-        [sys.executable, "-m", "coordinator.cli", "up", "--pipeline", f"{module}:graph",
+        [sys.executable, "-m", "sluicegate", "up", "--pipeline", f"{module}:graph",
          "--workers", "2", "--slots", "1", "--interval", "0.5",
          "--metrics-port-base", str(base)],
         up_log,

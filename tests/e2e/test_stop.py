@@ -11,10 +11,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.demo import produce_lines, read_sink, word_count
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from tests.e2e.cluster import Cluster, word_count_module
 from tests.helpers import assert_counted_exactly_once
 

@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.demo import produce_lines, read_sink, word_count
 from operators.runtime.topics import ensure_topics
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 
 
 def _children(pid: int) -> list[int]:
@@ -39,7 +39,7 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
     graph = word_count(tag)
     await ensure_topics(kafka_bootstrap, graph)
     (tmp_path / f"up_{tag}.py").write_text(
-        f"from coordinator.demo import word_count\ngraph = word_count({tag!r})\n"
+        f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
     )
     env = {
         **os.environ,
@@ -49,7 +49,7 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
         "SLUICEGATE_STATE_DIR": str(tmp_path / "state"),
     }
     up = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, its output read by a thread
-        [sys.executable, "-m", "coordinator.cli", "up", "--pipeline", f"up_{tag}:graph",
+        [sys.executable, "-m", "sluicegate", "up", "--pipeline", f"up_{tag}:graph",
          "--workers", "2", "--slots", "2", "--interval", "0.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

@@ -18,15 +18,15 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry
 
-from coordinator.api.app import create_app
-from coordinator.api.client import CoordinatorClient
-from coordinator.api.server import serve
-from coordinator.demo import word_count
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.client import CoordinatorClient
+from coordinator.httpapi.server import serve
 from coordinator.metrics import CoordinatorCollector
 from coordinator.service import Coordinator, CoordinatorOptions
 from coordinator.status import CoordinatorStatus
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import word_count
 
 
 @pytest.fixture(scope="module")

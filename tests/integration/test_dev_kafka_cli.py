@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from coordinator.devkafka import free_port
+from sluicegate.devkafka import free_port
 
 SLUICEGATE = str(Path(sys.executable).with_name("sluicegate"))
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.demo import produce_lines
 from coordinator.local import LocalJob
-from operators.api import Context, Record
+from operators.contract import Context, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines
 
 RECORDS = 200
 

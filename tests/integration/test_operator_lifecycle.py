@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from coordinator.local import LocalJob
-from operators.api import Context, OpenContext, Operator, Record
+from operators.contract import Context, OpenContext, Operator, Record
 from operators.pipeline import Pipeline
 from operators.storage import open_storage
 from tests.integration.test_subtask_records import consume, produce

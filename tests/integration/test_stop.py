@@ -12,16 +12,16 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.api.app import create_app
-from coordinator.api.client import CoordinatorClient
-from coordinator.api.server import serve
-from coordinator.demo import counts_by_word, produce_lines, read_sink, word_count
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.client import CoordinatorClient
+from coordinator.httpapi.server import serve
 from coordinator.service import Coordinator, CoordinatorOptions
 from coordinator.status import CoordinatorStatus
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import counts_by_word, produce_lines, read_sink, word_count
 from tests.helpers import assert_counted_exactly_once
 
 WORDS = [f"w{i}" for i in range(12)]

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from coordinator.local import JobFailedError, LocalJob
-from operators.api import Context, ProcessFunction, Record
+from operators.contract import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.readers import committed_from_start

@@ -15,10 +15,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.demo import produce_lines, read_sink, word_count
 from coordinator.local import LocalJob
 from operators.runtime.subtask import SubtaskSettings
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"w{i:02d}" for i in range(40)]

@@ -20,15 +20,15 @@ import pytest
 
 from agents.agent import AgentTopics, add_agent
 from agents.client import submit_tasks
-from agents.demo.approver import Approver
-from agents.demo.refund_desk import refund_desk, task_goal
-from agents.demo.world import WorldServer
 from agents.messages import TaskRequest
-from coordinator.demo import read_sink
 from coordinator.local import LocalJob
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.storage import open_storage
+from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
+from sluicegate.demos.refund_desk.approver import Approver
+from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.demos.wordcount import read_sink
 
 PARTITIONS = 4
 

@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from fastapi import FastAPI
 
 from agents.agent import AgentTopics, add_agent, agents_in
-from agents.api import approvals_router
-from agents.demo.refund_desk import refund_desk
+from agents.approval_routes import approvals_router
 from operators.pipeline import Pipeline
+from sluicegate.demos.refund_desk.agent import refund_desk
 from tests.conftest import TopicFactory
 
 

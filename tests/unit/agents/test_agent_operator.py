@@ -15,12 +15,12 @@ from pydantic import BaseModel
 from agents.agent import Agent, AgentTopics
 from agents.journal import EffectKind, InMemoryJournal, JournalEntry, effect_key
 from agents.messages import ApprovalDecision, RunResult, TaskRequest
-from agents.model import ChatMessage, ToolCall
 from agents.models import ScriptedModel
+from agents.models.contract import ChatMessage, ToolCall
 from agents.operator import JOURNAL_LAG, AgentOperator
 from agents.state import Budget, RunState, RunStatus, run_key
 from agents.tools import Tool, ToolContext, ToolKind, tool
-from operators.api import Record
+from operators.contract import Record
 from operators.exceptions import RetryableError
 
 TOPICS = AgentTopics(
@@ -85,7 +85,7 @@ class World:
 
 @dataclass
 class FakeContext:
-    """`operators.api.Context` of partition 0 of ``topic``."""
+    """`operators.contract.Context` of partition 0 of ``topic``."""
 
     world: World
     topic: str
@@ -107,7 +107,7 @@ class FakeContext:
 
 @dataclass
 class FakeOpenContext:
-    """`operators.api.OpenContext` of subtask ``desk#0``, which reads partition 0."""
+    """`operators.contract.OpenContext` of subtask ``desk#0``, which reads partition 0."""
 
     world: World
     subtask: str = "desk#0"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.model import ChatMessage, ModelResponse, ToolCall, Usage
+from agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
 from agents.run import (
     ALLOWED,
     AskApproval,

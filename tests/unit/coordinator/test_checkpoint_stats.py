@@ -13,7 +13,7 @@ from coordinator.checkpoint_stats import (
 )
 from coordinator.checkpoints import AbortCause
 from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
-from operators.runtime.snapshots import StateHandle
+from operators.runtime.state_transfer import StateHandle
 
 
 def manifest(

@@ -24,7 +24,7 @@ from coordinator.retention import (
 )
 from operators.exceptions import ConfigError
 from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
-from operators.runtime.snapshots import SnapshotFile, StateHandle
+from operators.runtime.state_transfer import SnapshotFile, StateHandle
 from operators.storage import (
     ContentAddressedUpload,
     Storage,

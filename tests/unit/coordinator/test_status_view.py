@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 
-from coordinator.demo import word_count
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.runtime.control import Heartbeat
 from operators.storage import open_storage
+from sluicegate.demos.wordcount import word_count
 
 
 def coordinator() -> Coordinator:

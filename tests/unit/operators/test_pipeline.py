@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.api import Context, Operator, Record
+from operators.contract import Context, Operator, Record
 from operators.graph import SubtaskId
 from operators.pipeline import OwnedTopic, Pipeline, PipelineError
 from operators.protocol.records import Channel, TopicPartition

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.runtime.snapshots import SnapshotStore
+from operators.runtime.state_transfer import SnapshotStore
 from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import CorruptFileError, open_storage
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from operators.api import Context, Operator, Record
+from operators.contract import Context, Operator, Record
 from operators.graph import SubtaskId
 from operators.pipeline import Pipeline
 from operators.runtime.control import InMemoryControl

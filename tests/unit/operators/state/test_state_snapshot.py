@@ -18,7 +18,7 @@ from operators.state import (
     RestoreSourceError,
     RocksDBStateStore,
 )
-from operators.state.snapshot import classify
+from operators.state.local_checkpoint import classify
 
 Dump = dict[PartitionId | str, list[tuple[bytes, bytes]]]
 

@@ -12,8 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.demo.world import WorldServer, WorldState
-from agents.demo.world_client import WorldClient, WorldRejectedError, WorldUnavailableError
+from sluicegate.demos.refund_desk.world import WorldServer, WorldState
+from sluicegate.demos.refund_desk.world_client import (
+    WorldClient,
+    WorldRejectedError,
+    WorldUnavailableError,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -170,7 +174,7 @@ async def test_unreachable_world_is_retryable() -> None:
 
 def test_module_cli_help() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agents.demo.world", "--help"],
+        [sys.executable, "-m", "sluicegate.demos.refund_desk.world", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from schemathesis.core.result import Ok
 
-from coordinator.api.app import create_app
-from coordinator.api.server import serve
-from coordinator.api.view import (
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.server import serve
+from coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,

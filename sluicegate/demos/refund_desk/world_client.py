@@ -2,7 +2,7 @@
 
 Every effect call sends ``Idempotency-Key: key``, so retrying it with the same key is safe. The
 outcome of a call that raised `WorldUnavailableError` is unknown: retry with the same key, or
-ask `WorldClient.find_effect`. Errors (tree in `agents.demo.exceptions`):
+ask `WorldClient.find_effect`. Errors (tree in `sluicegate.demos.refund_desk.exceptions`):
 
 * no answer, a timeout or a 5xx: `WorldUnavailableError` (retryable);
 * a 4xx: `WorldRejectedError` (fatal) with the status and the world's error code and message.
@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from agents.demo.exceptions import WorldRejectedError, WorldUnavailableError
+from sluicegate.demos.refund_desk.exceptions import WorldRejectedError, WorldUnavailableError
 
 __all__ = ["WorldClient", "WorldRejectedError", "WorldUnavailableError"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.state.snapshot import (
+from operators.state.local_checkpoint import (
     CheckpointInventory,
     FileKind,
     LocalCheckpoint,

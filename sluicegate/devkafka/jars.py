@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from coordinator.exceptions import BrokerStartError, MissingToolError
+from sluicegate.devkafka.exceptions import BrokerStartError, MissingToolError
 
 __all__ = ["KAFKA_VERSION", "broker_resources", "default_kafka_home", "ensure_jars", "require_tool"]
 

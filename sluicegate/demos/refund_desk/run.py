@@ -5,7 +5,7 @@ CLI wiring, so it may import `agents`. Steps:
 1. start the development broker (unless ``SLUICEGATE_KAFKA_BOOTSTRAP`` names one), the world
    service (the HTTP "outside world" the tools act on, counting every effect by idempotency
    key), and, as in ``sluicegate up``, a coordinator and two workers as child processes
-   running ``agents.demo.refund_desk:refund_desk_graph`` (their logs go to a file);
+   running ``sluicegate.demos.refund_desk.agent:refund_desk_graph`` (their logs go to a file);
 2. submit N refund requests; an approver grants each email after a delay;
 3. once a third of the results are in, SIGKILL a worker mid-run; the supervisor starts it
    again and the coordinator recovers the pipeline from its last completed checkpoint;
@@ -31,20 +31,20 @@ from typing import TypeVar
 
 from agents.agent import AgentTopics
 from agents.client import submit_tasks
-from agents.demo.approver import Approver
-from agents.demo.refund_desk import task_goal
-from agents.demo.world import WorldServer
 from agents.messages import TaskRequest
-from coordinator.api.client import CoordinatorClient
-from coordinator.supervisor import Child, Supervisor
+from coordinator.httpapi.client import CoordinatorClient
 from operators.exceptions import SluicegateError
 from operators.runtime.readers import committed_from_start
+from sluicegate.cli.supervisor import Child, Supervisor
+from sluicegate.demos.refund_desk.agent import task_goal
+from sluicegate.demos.refund_desk.approver import Approver
+from sluicegate.demos.refund_desk.world import WorldServer
 
 __all__ = ["run_agent_demo"]
 
 T = TypeVar("T")
 
-PIPELINE = "agents.demo.refund_desk:refund_desk_graph"
+PIPELINE = "sluicegate.demos.refund_desk.agent:refund_desk_graph"
 PARTITIONS = 4
 TOPICS = AgentTopics(
     tasks="refund-desk.tasks",
@@ -56,7 +56,11 @@ TOPICS = AgentTopics(
 
 async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_delay_s: float) -> int:
     """Steps in the module docstring; returns the exit code."""
-    for noisy in ("uvicorn", "agents.demo.world", "httpx"):  # the summary says what matters
+    for noisy in (
+        "uvicorn",
+        "sluicegate.demos.refund_desk.world",
+        "httpx",
+    ):  # the summary says what matters
         logging.getLogger(noisy).setLevel(logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="sluicegate-demo-"))
     log = root / "processes.log"
@@ -70,7 +74,7 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
             "SLUICEGATE_WORLD_URL": world.url,
             "SLUICEGATE_PIPELINE": name,
         }
-        me = [sys.executable, "-m", "coordinator.cli"]
+        me = [sys.executable, "-m", "sluicegate"]
         children = [
             Child("coordinator", [*me, "coordinator", "--pipeline", PIPELINE, "--interval",
                                   "0.5", "--http-port", str(port)], restart=False),

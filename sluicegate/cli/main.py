@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from coordinator.api.commands import register as register_client_commands
 from coordinator.config import CoordinatorSettings
-from coordinator.devkafka import KAFKA_VERSION, DevBroker
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
+from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 
 __all__ = ["main"]
 
@@ -195,9 +195,9 @@ def _bootstrap(settings: CoordinatorSettings) -> str:
 
 
 def _coordinator(args: argparse.Namespace) -> int:
-    from coordinator.loader import load_graph
     from coordinator.service import CoordinatorOptions
     from operators.storage import open_storage
+    from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
     service = Coordinator(
@@ -218,9 +218,9 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
     from prometheus_client import CollectorRegistry
 
     from agents.agent import agents_in
-    from agents.api import approvals_router
-    from coordinator.api.app import create_app
-    from coordinator.api.server import serve
+    from agents.approval_routes import approvals_router
+    from coordinator.httpapi.app import create_app
+    from coordinator.httpapi.server import serve
     from coordinator.metrics import CoordinatorCollector
     from coordinator.status import CoordinatorStatus
 
@@ -239,10 +239,10 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from coordinator.loader import load_graph
     from operators.runtime.metrics_server import MetricsServer
     from operators.runtime.worker import Worker
     from operators.storage import open_storage
+    from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
     worker = Worker(
@@ -264,12 +264,12 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from coordinator.loader import load_graph
-    from coordinator.supervisor import Child, Supervisor
+    from sluicegate.cli.loader import load_graph
+    from sluicegate.cli.supervisor import Child, Supervisor
 
     load_graph(args.pipeline)  # refuse a bad pipeline before starting anything
     settings = CoordinatorSettings()
-    me = [sys.executable, "-m", "coordinator.cli"]
+    me = [sys.executable, "-m", "sluicegate"]
     base = args.metrics_port_base
     children = [
         Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
@@ -335,8 +335,8 @@ def _decide(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from coordinator.agent_demo import run_agent_demo
-    from coordinator.demo import run_demo
+    from sluicegate.demos.refund_desk.run import run_agent_demo
+    from sluicegate.demos.wordcount import run_demo
 
     def run(bootstrap: str) -> int:
         if args.wordcount:

@@ -1,7 +1,7 @@
 """The world's state: orders, effects by idempotency key, replays, duplicates, faults.
 
 Plain in-memory data behind one lock (uvicorn serves it from another thread). See
-`agents.demo.world` for the HTTP service around it and the rules it enforces.
+`sluicegate.demos.refund_desk.world` for the HTTP service around it and the rules it enforces.
 """
 
 from __future__ import annotations

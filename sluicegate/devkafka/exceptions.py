@@ -1,4 +1,4 @@
-"""Errors of the coordinator package, under the tree drawn in ``operators.exceptions``::
+"""Errors of the development broker, under the tree drawn in ``operators.exceptions``::
 
 FatalError
 └── MissingToolError     a program we run (java, mvn) is not installed

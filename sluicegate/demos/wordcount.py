@@ -20,7 +20,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from coordinator.local import LocalJob
-from operators.api import Context, Record
+from operators.contract import Context, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.readers import committed_from_start

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
-from coordinator.api.view import (
+from coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CoordinatorView,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.supervisor import Child, Supervisor
+from sluicegate.cli.supervisor import Child, Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

@@ -29,8 +29,8 @@ from typing import IO
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from coordinator.devkafka.jars import broker_resources, ensure_jars, require_tool
-from coordinator.exceptions import BrokerStartError
+from sluicegate.devkafka.exceptions import BrokerStartError
+from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
 
 __all__ = ["DevBroker", "free_port", "new_cluster_id", "wait_until_ready"]
 

@@ -14,16 +14,16 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.api.app import create_app
-from coordinator.api.commands import (
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.server import ApiServer, serve
+from sluicegate.cli.commands import (
     DEFAULT_URL,
     URL_ENV,
     coordinator_url,
     register,
     render_checkpoints,
 )
-from coordinator.api.server import ApiServer, serve
-from tests.unit.coordinator.api.test_app import FakeView
+from tests.unit.coordinator.httpapi.test_app import FakeView
 
 
 def parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from coordinator.api.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
+from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError, RetryableError, SluicegateError
 
 __all__ = ["CoordinatorApiError", "CoordinatorClient", "CoordinatorUnreachableError"]

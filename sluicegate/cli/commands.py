@@ -23,14 +23,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from coordinator.api.client import (
+from coordinator.httpapi.client import (
     CoordinatorApiError,
     CoordinatorClient,
     CoordinatorUnreachableError,
 )
-from coordinator.api.text import bytes_text, counts_rows, duration_text, seconds_text, table
-from coordinator.api.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
+from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError
+from sluicegate.cli.text import bytes_text, counts_rows, duration_text, seconds_text, table
 
 __all__ = [
     "DEFAULT_URL",
@@ -100,7 +100,7 @@ def run_status(args: argparse.Namespace) -> int:
     """``sluicegate status``."""
 
     if args.watch:
-        from coordinator.watch import watch
+        from sluicegate.cli.watch import watch
 
         return _run(args, lambda client: watch(client, args.interval, sys.stdout))
 

@@ -25,7 +25,7 @@ effect happened but the caller did not learn it (the unknown outcome ``GET /effe
 resolves). Set it with ``WorldState(fail_every=...)``, `WorldState.set_faults` or the endpoint.
 
 Nothing is persisted: the world process outlives the workers that the tests kill.
-Run it by hand with ``python -m agents.demo.world --port 8480``.
+Run it by hand with ``python -m sluicegate.demos.refund_desk.world --port 8480``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.demo.exceptions import WorldUnavailableError
-from agents.demo.world_state import (
+from operators.exceptions import ConfigError
+from sluicegate.demos.refund_desk.exceptions import WorldUnavailableError
+from sluicegate.demos.refund_desk.world_state import (
     IDEMPOTENCY_HEADER,
     EffectKind,
     FaultMode,
@@ -56,7 +57,6 @@ from agents.demo.world_state import (
     error_reply,
     lookup_order,
 )
-from operators.exceptions import ConfigError
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -272,9 +272,9 @@ class WorldServer:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m agents.demo.world``: serve the world in the foreground until interrupted."""
+    """``python -m sluicegate.demos.refund_desk.world``: serve the world until interrupted."""
     parser = argparse.ArgumentParser(
-        prog="python -m agents.demo.world",
+        prog="python -m sluicegate.demos.refund_desk.world",
         description="Serve the refund desk's world: orders, refunds and emails by idempotency key.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")

@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.agent import Agent, add_agent
-from agents.demo.world_client import WorldClient
 from agents.journal import LookupFound, LookupNotFound, LookupResult, OnUnknown
-from agents.model import ChatMessage, ModelClient, ToolCall
 from agents.models import OpenAIModel, ScriptedModel
+from agents.models.contract import ChatMessage, ModelClient, ToolCall
 from agents.state import Budget
 from agents.tools import Tool, ToolContext, ToolKind, tool
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
+from sluicegate.demos.refund_desk.world_client import WorldClient
 
 __all__ = [
     "INSTRUCTIONS",
@@ -158,7 +158,7 @@ def refund_desk(world_url: str, *, model: ModelClient | None = None) -> Agent:
 
 
 def refund_desk_graph() -> JobGraph:
-    """The demo pipeline, for ``sluicegate up agents.demo.refund_desk:refund_desk_graph``.
+    """The demo pipeline: ``sluicegate up sluicegate.demos.refund_desk.agent:refund_desk_graph``.
 
     Env: ``SLUICEGATE_WORLD_URL`` (default http://127.0.0.1:8480), ``SLUICEGATE_PARTITIONS``
     (default 4), ``SLUICEGATE_PIPELINE`` (default refund-demo)."""

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.api.client import CoordinatorClient, CoordinatorUnreachableError
-from coordinator.api.view import CheckpointInfo, CheckpointStatus, JobStatus, WorkerInfo
-from coordinator.watch import JobSource, render, watch
+from coordinator.httpapi.client import CoordinatorClient, CoordinatorUnreachableError
+from coordinator.httpapi.view import CheckpointInfo, CheckpointStatus, JobStatus, WorkerInfo
+from sluicegate.cli.watch import JobSource, render, watch
 
 T0 = 1_700_000_000.0
 

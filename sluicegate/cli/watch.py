@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
-from coordinator.api.text import bytes_text, counts_rows, duration_text, seconds_text, table
-from coordinator.api.view import CheckpointInfo, JobStatus, WorkerInfo
+from coordinator.httpapi.view import CheckpointInfo, JobStatus, WorkerInfo
 from operators.exceptions import SluicegateError
+from sluicegate.cli.text import bytes_text, counts_rows, duration_text, seconds_text, table
 
 __all__ = ["JobSource", "render", "watch"]
 
@@ -28,7 +28,7 @@ _ERASE_BELOW = "\x1b[J"
 
 
 class JobSource(Protocol):
-    """What `watch` reads; `coordinator.api.client.CoordinatorClient` is one."""
+    """What `watch` reads; `coordinator.httpapi.client.CoordinatorClient` is one."""
 
     def status(self) -> JobStatus: ...
 

@@ -13,9 +13,9 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
 
-from coordinator.api.app import create_app
-from coordinator.api.server import ApiServer, serve
-from coordinator.api.view import (
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.server import ApiServer, serve
+from coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,

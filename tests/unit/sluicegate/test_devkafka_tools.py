@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.devkafka.broker import new_cluster_id
-from coordinator.devkafka.jars import require_tool
-from coordinator.exceptions import MissingToolError
+from sluicegate.devkafka.broker import new_cluster_id
+from sluicegate.devkafka.exceptions import MissingToolError
+from sluicegate.devkafka.jars import require_tool
 
 SLUICEGATE = str(Path(sys.executable).with_name("sluicegate"))
 

@@ -1,0 +1,1 @@
+"""The ``sluicegate`` command: its subcommands, the `up` supervisor and the pipeline loader."""
