@@ -38,10 +38,10 @@ from agents.journal import (
     EffectResult,
     EffectUnknown,
     Journal,
-    KafkaJournal,
     OnUnknown,
     perform,
 )
+from agents.journal.kafka import KafkaJournal
 from agents.messages import ApprovalDecision, RunResult, TaskRequest
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse

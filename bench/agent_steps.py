@@ -67,7 +67,8 @@ from prometheus_client import CollectorRegistry
 from agents import run as machine
 from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics, add_agent
 from agents.client import submit_tasks
-from agents.journal import InMemoryJournal, Journal, KafkaJournal
+from agents.journal import InMemoryJournal, Journal
+from agents.journal.kafka import KafkaJournal
 from agents.messages import TaskRequest
 from agents.models.contract import ChatMessage, ToolCall
 from agents.models.scripted import ScriptedModel

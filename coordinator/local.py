@@ -38,14 +38,14 @@ from coordinator.checkpoints.tracker import (
 from coordinator.numbering import next_checkpoint_id, take_attempt
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
-from operators.runtime.control import (
+from operators.protocol.messages import (
     CheckpointAborted,
     CheckpointAck,
     CheckpointCompleted,
     CheckpointDecline,
-    InMemoryControl,
     SubtaskFailed,
 )
+from operators.runtime.control import InMemoryControl
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.subtask import Subtask, SubtaskSettings
 from operators.runtime.topics import ensure_topics

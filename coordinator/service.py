@@ -3,7 +3,7 @@
 All decisions happen in one asyncio task without locks (`Coordinator.run`); the decisions
 themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`,
 `LivenessTracker`, `RestartPolicy`, `plan_retention`. Workers are reached only through Kafka
-(`operators.runtime.control_wire`).
+(`operators.protocol.wire`).
 
 `run` performs, in order:
 
@@ -45,7 +45,7 @@ from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
-from operators.runtime.control import (
+from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,
@@ -57,7 +57,7 @@ from operators.runtime.control import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.runtime.control_wire import (
+from operators.protocol.wire import (
     decode_message,
     encode_message,
     to_coordinator_topic,

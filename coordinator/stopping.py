@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from operators.runtime.control import Heartbeat
+from operators.protocol.messages import Heartbeat
 
 __all__ = ["Finish", "SendStop", "StopPhase", "StopSequence", "TriggerFinal", "still_running"]
 

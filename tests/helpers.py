@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import ConsumerRecord
 
-from operators.runtime.state_transfer import SnapshotFile, StateHandle
+from operators.protocol.messages import SnapshotFile, StateHandle
 from sluicegate.demos.wordcount import counts_by_word
 
 

@@ -9,8 +9,9 @@ closed).
 
 Modules: :mod:`~agents.journal.entries` (what is stored), :mod:`~agents.journal.resolution`
 (the sans-IO decisions), :mod:`~agents.journal.store` (the contract and an in-memory
-journal), :mod:`~agents.journal.kafka` (the compacted-topic journal),
-:mod:`~agents.journal.effects` (the driver), :mod:`~agents.journal.exceptions`.
+journal), :mod:`~agents.journal.kafka` (the compacted-topic journal; import `KafkaJournal` from
+there, so that the sans-IO parts load no Kafka client), :mod:`~agents.journal.effects` (the
+driver), :mod:`~agents.journal.exceptions`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from agents.journal.exceptions import (
     JournalTransitionError,
     JournalUnavailableError,
 )
-from agents.journal.kafka import KafkaJournal
 from agents.journal.resolution import (
     OUTCOME_UNKNOWN,
     TRANSITIONS,
@@ -80,7 +80,6 @@ __all__ = [
     "JournalIndex",
     "JournalTransitionError",
     "JournalUnavailableError",
-    "KafkaJournal",
     "Lookup",
     "LookupFound",
     "LookupNotFound",

@@ -1,8 +1,12 @@
 """Model clients: any chat-completions server through the ``openai`` SDK, and a scripted
 stand-in for demos and tests.
 
-Their errors, and which of them to retry: :mod:`agents.models.exceptions`.
+Their errors, and which of them to retry: :mod:`agents.models.exceptions`. `OpenAIModel` is
+loaded on first use, so that the run machine (which needs only `agents.models.contract`) does not
+load an HTTP client.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from agents.models.exceptions import (
     ModelError,
@@ -10,7 +14,6 @@ from agents.models.exceptions import (
     ModelResponseError,
     ModelUnavailableError,
 )
-from agents.models.openai_client import OpenAIModel
 from agents.models.pricing import Price
 from agents.models.scripted import Policy, ScriptedModel, estimate_tokens
 
@@ -25,3 +28,14 @@ __all__ = [
     "ScriptedModel",
     "estimate_tokens",
 ]
+
+if TYPE_CHECKING:
+    from agents.models.openai_client import OpenAIModel
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIModel":
+        from agents.models.openai_client import OpenAIModel
+
+        return OpenAIModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

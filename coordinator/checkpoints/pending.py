@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from operators.protocol.exceptions import ProtocolViolationError
-from operators.runtime.control import CheckpointAck
+from operators.protocol.messages import CheckpointAck
 
 __all__ = ["PendingCheckpoint"]
 

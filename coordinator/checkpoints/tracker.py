@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from coordinator.checkpoints.pending import PendingCheckpoint
 from operators.protocol.exceptions import ProtocolViolationError
-from operators.runtime.control import CheckpointAck
+from operators.protocol.messages import CheckpointAck
 
 __all__ = [
     "AbortCause",

@@ -13,10 +13,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from operators.protocol.messages import CheckpointAck, RestorePoint, StateHandle
 from operators.protocol.records import TopicPartition
-from operators.runtime.control import CheckpointAck
-from operators.runtime.state_transfer import StateHandle
-from operators.runtime.subtask import RestorePoint
 from operators.storage import NotFoundError, Storage
 from operators.storage.layout import (
     CHECKPOINTS,

@@ -23,8 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.state.local_checkpoint import (
     CheckpointInventory,
     FileKind,
@@ -35,47 +34,9 @@ from operators.state.local_checkpoint import (
 from operators.storage import Storage, StoredFile
 from operators.storage.layout import SHARED
 
-__all__ = [
-    "STATE_HANDLE_SCHEMA_VERSION",
-    "SnapshotFile",
-    "SnapshotStore",
-    "StateHandle",
-    "UploadResult",
-]
-
-STATE_HANDLE_SCHEMA_VERSION = 1
+__all__ = ["SnapshotStore", "UploadResult", "sst_checksums"]
 
 logger = logging.getLogger(__name__)
-
-
-class SnapshotFile(BaseModel):
-    """One file of a subtask snapshot: its name in the RocksDB folder and where storage has it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    path: str
-    size: int = Field(ge=0)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-    def stored(self) -> StoredFile:
-        return StoredFile(self.path, self.size, self.sha256)
-
-
-class StateHandle(BaseModel):
-    """Everything needed to restore one subtask's state from storage; part of the manifest."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = STATE_HANDLE_SCHEMA_VERSION
-    checkpoint_id: int = Field(ge=0)
-    files: tuple[SnapshotFile, ...]
-    full_bytes: int = Field(ge=0)
-    uploaded_bytes: int = Field(ge=0)
-
-    def sst_checksums(self) -> dict[SstKey, str]:
-        """``(name, size) -> sha256`` of the SSTs: what storage already holds after a restore."""
-        return {(f.name, f.size): f.sha256 for f in self.files if classify(f.name) is FileKind.SST}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +104,16 @@ class SnapshotStore:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         for entry in handle.files:
-            await self._storage.download_verified(entry.stored(), target / entry.name)
+            stored = StoredFile(entry.path, entry.size, entry.sha256)
+            await self._storage.download_verified(stored, target / entry.name)
         logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.files))
         return target
+
+
+def sst_checksums(handle: StateHandle) -> dict[SstKey, str]:
+    """``(name, size) -> sha256`` of the SSTs of ``handle``: what storage already holds after a
+    restore from it."""
+    return {(f.name, f.size): f.sha256 for f in handle.files if classify(f.name) is FileKind.SST}
 
 
 def _snapshot_file(name: str, stored: StoredFile) -> SnapshotFile:

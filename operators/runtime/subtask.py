@@ -47,6 +47,14 @@ from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.pipeline import TopicKind
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
 from operators.protocol.exceptions import MalformedHeadersError
+from operators.protocol.messages import (
+    CheckpointAborted,
+    CheckpointAck,
+    CheckpointCompleted,
+    CheckpointDecline,
+    RestorePoint,
+    StopSubtasks,
+)
 from operators.protocol.records import (
     COORDINATOR_WRITER,
     Channel,
@@ -58,14 +66,7 @@ from operators.protocol.records import (
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
 from operators.runtime.context import Emitted, OperatorOpenContext, RecordContext
-from operators.runtime.control import (
-    CheckpointAborted,
-    CheckpointAck,
-    CheckpointCompleted,
-    CheckpointDecline,
-    ControlLink,
-    StopSubtasks,
-)
+from operators.runtime.control import ControlLink
 from operators.runtime.deadletters import dead_letter_headers
 from operators.runtime.exceptions import (
     CorruptCheckpointError,
@@ -75,7 +76,7 @@ from operators.runtime.exceptions import (
 from operators.runtime.executor import KeyedExecutor
 from operators.runtime.partitioner import partition_for
 from operators.runtime.sinks import SinkPublisher
-from operators.runtime.state_transfer import SnapshotStore, StateHandle
+from operators.runtime.state_transfer import SnapshotStore, sst_checksums
 from operators.runtime.topics import dead_letter_topic, sink_progress_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.state.local_checkpoint import LocalCheckpoint
@@ -86,7 +87,6 @@ from operators.storage import CorruptFileError, Storage
 __all__ = [
     "RECORD_ID_HEADER",
     "CorruptCheckpointError",
-    "RestorePoint",
     "SinkProgressError",
     "Subtask",
     "SubtaskFencedError",
@@ -101,15 +101,6 @@ logger = logging.getLogger(__name__)
 _YIELD_EVERY = 100
 
 Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class RestorePoint:
-    """Where a subtask starts again: its state and ``R_p`` in checkpoint ``checkpoint_id``."""
-
-    checkpoint_id: int
-    positions: dict[TopicPartition, int]
-    handle: StateHandle
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,7 +146,7 @@ class Subtask:
         self._restore = restore
         self._settings = settings or SubtaskSettings()
         self._snapshots = SnapshotStore(
-            storage, uploaded=restore.handle.sst_checksums() if restore else None
+            storage, uploaded=sst_checksums(restore.handle) if restore else None
         )
         restored_id = restore.checkpoint_id if restore else 0
         self._filter = RestoreFilter(

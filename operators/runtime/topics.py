@@ -19,7 +19,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
-from operators.runtime.control_wire import to_coordinator_topic, to_workers_topic
+from operators.protocol.wire import to_coordinator_topic, to_workers_topic
 
 __all__ = ["TopicMismatchError", "dead_letter_topic", "ensure_topics", "sink_progress_topic"]
 

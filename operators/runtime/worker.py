@@ -29,22 +29,22 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from operators.graph import JobGraph, SubtaskId
-from operators.runtime.control import (
+from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointCompleted,
     FromWorker,
     Heartbeat,
-    InboxLink,
     StopSubtasks,
     SubtaskFailed,
 )
-from operators.runtime.control_wire import (
+from operators.protocol.wire import (
     decode_message,
     encode_message,
     to_coordinator_topic,
     to_workers_topic,
 )
+from operators.runtime.control import InboxLink
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
 from operators.storage import Storage

@@ -13,13 +13,13 @@ from aiokafka import AIOKafkaProducer
 from agents.journal import (
     EffectKind,
     JournalEntry,
-    KafkaJournal,
     OnUnknown,
     Replay,
     decide,
     effect_key,
     record_key,
 )
+from agents.journal.kafka import KafkaJournal
 from tests.conftest import TopicFactory
 
 COMPACT = {"cleanup.policy": "compact"}

@@ -12,8 +12,8 @@ from coordinator.checkpoint_stats import (
     HistogramCounts,
 )
 from coordinator.checkpoints import AbortCause
+from operators.protocol.messages import StateHandle
 from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
-from operators.runtime.state_transfer import StateHandle
 
 
 def manifest(

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from coordinator.checkpoints import AbortCause
 from coordinator.metrics import CoordinatorCollector
 from coordinator.service import Coordinator, CoordinatorOptions
-from operators.runtime.control import Heartbeat
+from operators.protocol.messages import Heartbeat
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest

@@ -23,8 +23,8 @@ from coordinator.retention import (
     plan_retention,
 )
 from operators.exceptions import ConfigError
+from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotFile, StateHandle
 from operators.storage import (
     ContentAddressedUpload,
     Storage,

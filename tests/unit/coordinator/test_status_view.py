@@ -7,7 +7,7 @@ import uuid
 
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
-from operators.runtime.control import Heartbeat
+from operators.protocol.messages import Heartbeat
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count
 

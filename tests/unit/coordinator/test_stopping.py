@@ -10,7 +10,7 @@ from coordinator.stopping import (
     TriggerFinal,
     still_running,
 )
-from operators.runtime.control import Heartbeat
+from operators.protocol.messages import Heartbeat
 
 NOTHING: frozenset[str] = frozenset()
 RUNNING = frozenset({"count#0", "tokenize#0"})

@@ -49,7 +49,7 @@ from operators.protocol import (
     decode_headers,
     encode_headers,
 )
-from operators.runtime.control import CheckpointAck
+from operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 from tests.unit.protocol_model.subtask import (
     AbortMessage,

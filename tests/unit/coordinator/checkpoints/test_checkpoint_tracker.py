@@ -13,7 +13,7 @@ from coordinator.checkpoints import (
     InjectBarriers,
 )
 from operators.protocol import ProtocolViolationError, TopicPartition
-from operators.runtime.control import CheckpointAck
+from operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 
 SUBTASKS = ("a#0", "b#0")

@@ -6,7 +6,7 @@ import pytest
 
 from coordinator.checkpoints import PendingCheckpoint
 from operators.protocol import ProtocolViolationError, TopicPartition
-from operators.runtime.control import CheckpointAck
+from operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 
 

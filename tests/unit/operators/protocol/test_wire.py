@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.protocol.records import TopicPartition
-from operators.runtime.control import (
+from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,
@@ -17,7 +16,8 @@ from operators.runtime.control import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.runtime.control_wire import decode_message, encode_message
+from operators.protocol.records import TopicPartition
+from operators.protocol.wire import decode_message, encode_message
 from tests.helpers import fake_state_handle
 
 MESSAGES: list[FromWorker | ToWorker] = [

@@ -12,8 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
-from operators.protocol.records import TopicPartition
-from operators.runtime.control import (
+from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,
@@ -21,11 +20,12 @@ from operators.runtime.control import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    StateHandle,
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
 )
-from operators.runtime.state_transfer import StateHandle
+from operators.protocol.records import TopicPartition
 
 __all__ = [
     "WIRE_SCHEMA_VERSION",

@@ -1,0 +1,179 @@
+"""What subtasks, workers and the coordinator tell each other, as pure values.
+
+These are the protocol's wire and value types: no I/O library is imported here, so the sans-IO
+cores (the coordinator's checkpoint tracker, stop sequence, the subtask's alignment) can use
+them without loading Kafka, RocksDB or storage clients (a unit test checks the imports).
+
+* State: `SnapshotFile`, `StateHandle` (everything needed to restore one subtask's state; part
+  of the manifest), `RestorePoint` (where a subtask starts again).
+* Subtask → coordinator: `CheckpointAck` (after the upload), `CheckpointDecline` (buffer over
+  its bound), `SubtaskFailed` (the subtask stops with an error); a worker adds `Heartbeat`.
+* Coordinator → subtask: `CheckpointCompleted` (publish sink outputs up to n),
+  `CheckpointAborted` (drop alignment), `StopSubtasks` (finish the messages before this one,
+  then stop); to workers: `Assign`.
+
+The JSON form of the control messages is `operators.protocol.wire`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.protocol.records import TopicPartition
+
+__all__ = [
+    "STATE_HANDLE_SCHEMA_VERSION",
+    "Assign",
+    "CheckpointAborted",
+    "CheckpointAck",
+    "CheckpointCompleted",
+    "CheckpointDecline",
+    "FromWorker",
+    "Heartbeat",
+    "RestorePoint",
+    "SnapshotFile",
+    "StateHandle",
+    "StopSubtasks",
+    "SubtaskFailed",
+    "ToCoordinator",
+    "ToSubtask",
+    "ToWorker",
+]
+
+STATE_HANDLE_SCHEMA_VERSION = 1
+
+
+class SnapshotFile(BaseModel):
+    """One file of a subtask snapshot: its name in the RocksDB folder and where storage has it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    path: str
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class StateHandle(BaseModel):
+    """Everything needed to restore one subtask's state from storage; part of the manifest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = STATE_HANDLE_SCHEMA_VERSION
+    checkpoint_id: int = Field(ge=0)
+    files: tuple[SnapshotFile, ...]
+    full_bytes: int = Field(ge=0)
+    uploaded_bytes: int = Field(ge=0)
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePoint:
+    """Where a subtask starts again: its state and ``R_p`` in checkpoint ``checkpoint_id``."""
+
+    checkpoint_id: int
+    positions: dict[TopicPartition, int]
+    handle: StateHandle
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAck:
+    """Subtask ``subtask`` holds checkpoint ``checkpoint_id`` in storage.
+
+    ``positions`` holds ``R_p`` per input partition. Durations are seconds.
+    """
+
+    subtask: str
+    checkpoint_id: int
+    attempt: int
+    positions: Mapping[TopicPartition, int]
+    handle: StateHandle
+    alignment_seconds: float = 0.0
+    sync_seconds: float = 0.0
+    async_seconds: float = 0.0
+
+    @property
+    def full_size_bytes(self) -> int:
+        return self.handle.full_bytes
+
+    @property
+    def incremental_size_bytes(self) -> int:
+        return self.handle.uploaded_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDecline:
+    subtask: str
+    checkpoint_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskFailed:
+    """``subtask`` stopped with an error. ``corrupt_checkpoint`` names the checkpoint whose
+    stored files failed verification on restore, when that was the cause."""
+
+    subtask: str
+    attempt: int
+    reason: str
+    corrupt_checkpoint: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A worker is alive, hosts ``subtasks`` of ``attempt``, and has ``slots`` in all.
+
+    ``incarnation`` is new in every worker process: a worker that restarted under the same id
+    has lost its subtasks, which the coordinator must notice even if no heartbeat was missed.
+    """
+
+    worker_id: str
+    incarnation: str
+    slots: int
+    attempt: int
+    subtasks: tuple[str, ...]
+    counts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    """Per running subtask, its operator's `Operator.status_counts` (for ``sluicegate status``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Run ``assignment`` (worker id -> subtasks) at ``attempt``, restored from checkpoint
+    ``restore_from`` (None: from the beginning); the next checkpoint id is ``next_checkpoint_id``.
+    A worker stops every subtask of an older attempt first."""
+
+    attempt: int
+    restore_from: int | None
+    next_checkpoint_id: int
+    assignment: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCompleted:
+    checkpoint_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAborted:
+    checkpoint_id: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopSubtasks:
+    """The job is stopping: every subtask of ``attempt`` handles the control messages sent
+    before this one (``completed(n)`` of the final checkpoint publishes its sink outputs), then
+    stops without error. A worker stops its subtasks of older attempts at once."""
+
+    attempt: int
+
+
+ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
+ToSubtask = CheckpointCompleted | CheckpointAborted | StopSubtasks
+FromWorker = ToCoordinator | Heartbeat
+ToWorker = ToSubtask | Assign

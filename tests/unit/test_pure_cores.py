@@ -1,0 +1,53 @@
+"""The sans-IO cores are pure in their imports too: loading one loads no I/O library.
+
+Each module is imported in a fresh interpreter (this test process has loaded everything), and
+its ``sys.modules`` must hold none of the Kafka, RocksDB, storage or HTTP clients.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+IO_LIBRARIES = ("aiokafka", "rocksdict", "obstore", "httpx", "fastapi", "uvicorn", "openai")
+
+CORES = (
+    "operators.protocol.alignment",
+    "operators.protocol.restore_filter",
+    "operators.protocol.records",
+    "operators.protocol.messages",
+    "operators.protocol.wire",
+    "coordinator.checkpoints.tracker",
+    "coordinator.checkpoints.pending",
+    "coordinator.stopping",
+    "coordinator.job_state",
+    "coordinator.liveness",
+    "coordinator.restart",
+    "agents.run",
+    "agents.journal.resolution",
+    "agents.journal.entries",
+)
+
+
+def loaded_io_libraries(module: str) -> list[str]:
+    probe = (
+        f"import json, sys, {module}\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(IO_LIBRARIES)!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded: list[str] = json.loads(out.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("module", CORES)
+def test_a_core_loads_no_io_library(module: str) -> None:
+    assert loaded_io_libraries(module) == []
+
+
+def test_the_check_sees_an_io_library() -> None:
+    assert "aiokafka" in loaded_io_libraries("operators.runtime.worker")
