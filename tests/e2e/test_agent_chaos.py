@@ -106,21 +106,25 @@ async def test_sigkilled_workers_never_repeat_an_effect(
     approving = asyncio.create_task(approver.run())
     results: list[dict[str, object]] = []
     kills, fault_deaths = 0, 0
-    next_kill = time.monotonic() + rng.uniform(4, 8)
+    # Kills are spread by progress, not by the clock: a fast machine finished every run before
+    # the fourth timed kill came.
+    kill_after = [
+        RUNS * (k + 1) // (KILLS + 1) - rng.randrange(max(1, RUNS // (4 * KILLS + 4)))
+        for k in range(KILLS)
+    ]
     try:
         await submit_tasks(kafka_bootstrap, topics.tasks, tasks)
         async for result in results_of(kafka_bootstrap, topics.results, RUNS, timeout_s=600):
             if result:
                 results.append(result)
             fault_deaths += cluster.revive(workers)
-            if kills < KILLS and time.monotonic() > next_kill:
+            if kills < KILLS and len(results) >= kill_after[kills]:
                 victim = rng.choice(workers)
                 if cluster.kill(victim):
                     kills += 1
                 else:  # a fault point was quicker
                     fault_deaths += 1
                 cluster.start(victim)
-                next_kill = time.monotonic() + rng.uniform(4, 10)
     finally:
         approving.cancel()
         await asyncio.gather(approving, return_exceptions=True)
