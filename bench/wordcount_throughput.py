@@ -55,7 +55,7 @@ async def run_once(bootstrap: str, lines: list[str], words: int, interval: float
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - started
         await feeding
-        completed = len(job.completed)
+        completed = job.completed
         await job.crash()
     print(f"  {'off' if interval is None else f'every {interval}s'}: {elapsed:.2f}s, "
           f"{completed} checkpoints")  # fmt: skip

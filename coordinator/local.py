@@ -1,61 +1,43 @@
-"""A pipeline run in one process: every subtask as an asyncio task, checkpointed.
+"""A pipeline run in one process: the coordinator and one worker hosting every subtask.
 
-`LocalJob` is the engine's test driver and the embedded mode until workers run in processes
-of their own (the coordinator issue). It uses the same sans-IO `CheckpointTracker` as the
-coordinator, and the same storage layout, so what it writes is what a coordinator restores.
+`LocalJob` is the engine's test driver and the embedded mode (`sluicegate demo --wordcount`).
+It is not a second coordinator: it runs the same `Coordinator` and `Worker` as the processes of
+``sluicegate up``, joined by an in-memory control bus instead of Kafka control topics, so what
+it writes is what a coordinator restores, and every decision is made by the same code.
 
-`start` performs, in order:
+What differs is the failure policy, chosen for a driver that tests crash and recover at points
+of their own choosing: the coordinator never restarts the job itself (a failed subtask ends it
+``failed``, and `LocalJob.raise_failure` raises `JobFailedError`), and heartbeats never time
+out (the worker shares the event loop with the test).
 
-1. create the pipeline's topics (refusing existing ones of another shape);
-2. take the next attempt durably (``attempts/<A>`` with create-if-absent), before any subtask
-   of attempt ``A`` produces a record;
-3. find the latest completed checkpoint, and the next checkpoint id (ids never repeat: every
-   triggered id leaves a ``checkpoints/<n>/_triggered`` marker first);
-4. start every subtask from its restore point, and the coordinator loop.
-
-`crash` cancels every task at once (what a kill would do to the process, minus the OS);
-`start` again recovers at a new attempt.
+`start` starts the coordinator (which takes the next attempt durably, finds the latest completed
+checkpoint and assigns every subtask) and the worker, and returns once the worker runs the
+subtasks of that attempt. `crash` cancels both at once (what a kill would do to the process,
+minus the OS); `start` again recovers at a new attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
 from prometheus_client import CollectorRegistry
 
-from coordinator.barriers import inject_barriers
-from coordinator.checkpoints.commit import commit_checkpoint
-from coordinator.checkpoints.tracker import (
-    AbortCheckpoint,
-    CheckpointTracker,
-    InjectBarriers,
-)
-from coordinator.numbering import next_checkpoint_id, take_attempt
+from coordinator.job_state import JobState
+from coordinator.restart import RestartPolicy
+from coordinator.service import Coordinator, CoordinatorOptions
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
-from operators.protocol.messages import (
-    CheckpointAborted,
-    CheckpointAck,
-    CheckpointCompleted,
-    CheckpointDecline,
-    SubtaskFailed,
-)
-from operators.runtime.control import InMemoryControl
-from operators.runtime.manifest import ManifestStore
+from operators.runtime.control import InMemoryBus
 from operators.runtime.subtask import Subtask, SubtaskSettings
-from operators.runtime.topics import ensure_topics
+from operators.runtime.worker import Worker
 from operators.storage import Storage
 
 __all__ = ["JobFailedError", "LocalJob"]
 
-logger = logging.getLogger(__name__)
-
-_TICK_S = 0.02
+_WORKER = "local"
+_POLL_S = 0.02
 
 
 class JobFailedError(FatalError):
@@ -67,7 +49,7 @@ class JobFailedError(FatalError):
 
 
 class LocalJob:
-    """Every subtask of ``graph`` in this process; steps in the module docstring."""
+    """Every subtask of ``graph`` in this process; see the module docstring."""
 
     def __init__(
         self,
@@ -87,147 +69,115 @@ class LocalJob:
         self.graph = graph
         self._bootstrap = bootstrap
         self._storage = storage
-        self._manifests = ManifestStore(storage)
         self._work_dir = work_dir
-        self._interval = interval_seconds
-        self._min_pause = min_pause_seconds
-        self._timeout = timeout_seconds
-        self._checkpointing = checkpointing
+        self._options = CoordinatorOptions(
+            interval_seconds=interval_seconds,
+            min_pause_seconds=min_pause_seconds,
+            timeout_seconds=timeout_seconds,
+            periodic_checkpoints=checkpointing,
+            heartbeat_timeout_seconds=1e9,
+        )
         self._settings = subtask_settings
         self._registry = registry
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._loop: asyncio.Task[None] | None = None
-        self._producer: AIOKafkaProducer | None = None
-        self.subtasks: dict[str, Subtask] = {}
-        self.attempt = 0
-        self.completed: list[int] = []
-        self.restored_from: int | None = None
-        self._completed_event = asyncio.Event()
+        self._coordinator: Coordinator | None = None
+        self._worker: Worker | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._completed_before = 0
+
+    @property
+    def attempt(self) -> int:
+        return self._coordinator.attempt if self._coordinator else 0
+
+    @property
+    def restored_from(self) -> int | None:
+        """The checkpoint the running attempt restored (None: it started from scratch)."""
+        assign = self._coordinator.assign if self._coordinator else None
+        return assign.restore_from if assign else None
+
+    @property
+    def completed(self) -> int:
+        """Checkpoints completed since this job object was made (across its restarts)."""
+        now = self._coordinator.stats.completed if self._coordinator else 0
+        return self._completed_before + now
+
+    @property
+    def subtasks(self) -> dict[str, Subtask]:
+        """The running subtasks, by name."""
+        return self._worker.subtasks if self._worker else {}
 
     async def start(self) -> None:
-        """Start or recover the job; steps in the module docstring."""
-        await ensure_topics(self._bootstrap, self.graph)
-        self.attempt = await take_attempt(self._storage)
-        manifest = await self._manifests.latest()
-        self.restored_from = manifest.checkpoint_id if manifest else None
-        names = [str(s) for s in self.graph.subtasks()]
-        tracker = CheckpointTracker(
-            subtasks=names,
-            next_checkpoint_id=await next_checkpoint_id(self._storage),
-            attempt=self.attempt,
-            interval_seconds=self._interval,
-            min_pause_seconds=self._min_pause,
-            timeout_seconds=self._timeout,
+        """Start or recover the job; see the module docstring."""
+        bus = InMemoryBus()
+        self._completed_before = self.completed
+        options = self._options
+        self._coordinator = Coordinator(
+            self.graph,
+            bootstrap=self._bootstrap,
+            storage=self._storage,
+            settings=CoordinatorOptions(
+                interval_seconds=options.interval_seconds,
+                min_pause_seconds=options.min_pause_seconds,
+                timeout_seconds=options.timeout_seconds,
+                periodic_checkpoints=options.periodic_checkpoints,
+                heartbeat_timeout_seconds=options.heartbeat_timeout_seconds,
+                restart_policy=RestartPolicy(max_restarts=0, window_seconds=1e9),
+            ),
+            link=bus.coordinator_end(),
         )
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, enable_idempotence=True
+        self._worker = Worker(
+            self.graph,
+            worker_id=_WORKER,
+            slots=len(self.graph.subtasks()),
+            bootstrap=self._bootstrap,
+            storage=self._storage,
+            work_dir=self._work_dir,
+            heartbeat_seconds=0.2,
+            subtask_settings=self._settings,
+            registry=self._registry,
+            link=bus.worker_end(),
         )
-        await self._producer.start()
-        control = InMemoryControl()
-        for subtask_id in self.graph.subtasks():
-            name = str(subtask_id)
-            subtask = Subtask(
-                graph=self.graph,
-                subtask=subtask_id,
-                attempt=self.attempt,
-                bootstrap=self._bootstrap,
-                storage=self._storage,
-                control=control.link(name),
-                local_dir=self._work_dir / name,
-                restore=manifest.restore_point(name) if manifest else None,
-                next_checkpoint_id=tracker.next_checkpoint_id,
-                settings=self._settings,
-                registry=self._registry,
-            )
-            self.subtasks[name] = subtask
-            self._tasks[name] = asyncio.create_task(subtask.run(), name=name)
-        self._loop = asyncio.create_task(self._coordinate(tracker, control))
-        logger.info(
-            "job %s started at attempt %s from checkpoint %s",
-            self.graph.name,
-            self.attempt,
-            self.restored_from,
-        )
+        self._tasks = [
+            asyncio.create_task(self._coordinator.run(), name="coordinator"),
+            asyncio.create_task(self._worker.run(), name="worker"),
+        ]
+        await self._until_assigned(self._coordinator, self._worker)
+
+    async def _until_assigned(self, coordinator: Coordinator, worker: Worker) -> None:
+        while not (coordinator.assign and worker.attempt == coordinator.assign.attempt):
+            self.raise_failure()
+            await asyncio.sleep(_POLL_S)
 
     async def crash(self) -> None:
-        """Cancel every task at once, as a killed process would stop."""
-        tasks = [*self._tasks.values(), *([self._loop] if self._loop else [])]
-        for task in tasks:
+        """Cancel the coordinator and the worker at once, as a killed process would stop."""
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks.clear()
-        self._loop = None
-        if self._producer is not None:
-            await self._producer.stop()
-            self._producer = None
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
 
     stop = crash
 
     async def wait_for_checkpoints(self, count: int, timeout_s: float) -> None:
         """Wait until ``count`` checkpoints completed since this job object was made."""
         deadline = time.monotonic() + timeout_s
-        while len(self.completed) < count:
+        while self.completed < count:
             self.raise_failure()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"only {len(self.completed)} of {count} checkpoints completed")
-            self._completed_event.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._completed_event.wait(), min(remaining, 0.5))
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {self.completed} of {count} checkpoints completed")
+            await asyncio.sleep(_POLL_S)
+
+    async def trigger_checkpoint(self) -> int | None:
+        """Trigger a checkpoint now if none is in flight; its id, or None."""
+        return await self._coordinator.trigger_checkpoint() if self._coordinator else None
 
     def raise_failure(self) -> None:
-        """Raise `JobFailedError` if a subtask or the coordinator loop died."""
-        for name, task in [*self._tasks.items(), ("coordinator", self._loop)]:
-            if task is not None and task.done() and not task.cancelled():
-                exc = task.exception()
-                if exc is not None:
-                    raise JobFailedError(name, repr(exc)) from exc
-
-    # -- coordinator loop -----------------------------------------------------------------
-
-    async def _coordinate(self, tracker: CheckpointTracker, control: InMemoryControl) -> None:
-        while True:
-            now = time.monotonic()
-            if self._checkpointing and (inject := tracker.trigger(now)) is not None:
-                await self._inject(inject)
-            if (timed_out := tracker.on_tick(now)) is not None:
-                self._abort(control, timed_out)
-            try:
-                # Not wait_for: on 3.11 it swallows a cancel (crash) that lands as a message
-                # arrives, and this loop would outlive the job.
-                async with asyncio.timeout(_TICK_S):
-                    message = await control.to_coordinator.get()
-            except TimeoutError:
-                continue
-            now = time.monotonic()
-            if isinstance(message, CheckpointAck):
-                commit = tracker.on_ack(message)
-                if commit is not None:
-                    result = await commit_checkpoint(
-                        self._manifests, tracker, self.graph.name, commit, now
-                    )
-                    if isinstance(result, AbortCheckpoint):
-                        self._abort(control, result)
-                    elif result is not None:
-                        done = result[1]
-                        self.completed.append(done.checkpoint_id)
-                        self._completed_event.set()
-                        control.broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
-            elif isinstance(message, CheckpointDecline):
-                declined = tracker.on_decline(
-                    message.checkpoint_id, message.attempt, message.subtask, message.reason, now
-                )
-                if declined is not None:
-                    self._abort(control, declined)
-            elif isinstance(message, SubtaskFailed):
-                raise JobFailedError(message.subtask, message.reason)
-
-    async def _inject(self, action: InjectBarriers) -> None:
-        assert self._producer is not None
-        await inject_barriers(
-            self._producer, self._storage, self.graph, action.checkpoint_id, action.attempt
-        )
-
-    def _abort(self, control: InMemoryControl, abort: AbortCheckpoint) -> None:
-        logger.info("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
-        control.broadcast(CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason))
+        """Raise `JobFailedError` if a subtask, the worker or the coordinator failed."""
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+                raise JobFailedError(task.get_name(), repr(exc)) from exc
+        coordinator = self._coordinator
+        if coordinator is not None and coordinator.job.state is JobState.FAILED:
+            failure = coordinator.failure
+            raise JobFailedError(
+                (failure.subtask if failure else None) or "coordinator",
+                failure.reason if failure else "the job failed",
+            )

@@ -2,8 +2,10 @@
 
 All decisions happen in one asyncio task without locks (`Coordinator.run`); the decisions
 themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`,
-`LivenessTracker`, `RestartPolicy`, `plan_retention`. Workers are reached only through Kafka
-(`operators.protocol.wire`).
+`LivenessTracker`, `RestartPolicy`, `plan_retention`. Workers are reached only through a
+`CoordinatorLink`: the Kafka control topics (`operators.runtime.kafka_control`), or an in-memory
+bus when coordinator and workers share a process (`coordinator.local.LocalJob`): one coordinator
+loop either way.
 
 `run` performs, in order:
 
@@ -36,8 +38,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from coordinator.assignment import load_assignment, plan_assignment, save_assignment
 from coordinator.barriers import inject_barriers
 from coordinator.checkpoint_stats import CheckpointStats
-from coordinator.checkpoints import AbortCause, AbortCheckpoint, CheckpointTracker
-from coordinator.checkpoints.commit import commit_checkpoint
+from coordinator.checkpoints import (
+    AbortCause,
+    AbortCheckpoint,
+    CheckpointTracker,
+    CommitManifest,
+    StorageBackoff,
+)
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
 from coordinator.numbering import next_checkpoint_id, take_attempt
@@ -57,17 +64,13 @@ from operators.protocol.messages import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.protocol.wire import (
-    decode_message,
-    encode_message,
-    to_coordinator_topic,
-    to_workers_topic,
-)
+from operators.runtime.control import CoordinatorLink
+from operators.runtime.kafka_control import KafkaCoordinatorLink
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
-from operators.storage import Storage
+from operators.storage import AlreadyExistsError, Storage, StorageError
 
-__all__ = ["Coordinator", "CoordinatorOptions", "RecentAbort"]
+__all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,16 @@ class CoordinatorOptions:
     restart_policy: RestartPolicy = field(
         default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
     )
+    periodic_checkpoints: bool = True
+    """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The last failure the coordinator saw: ``subtask`` names the failed subtask, if one."""
+
+    reason: str
+    subtask: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +120,9 @@ class Coordinator:
         bootstrap: str,
         storage: Storage,
         settings: CoordinatorOptions | None = None,
+        link: CoordinatorLink | None = None,
     ) -> None:
+        """``link``: the control plane to the workers (default: the Kafka control topics)."""
         self.graph = graph
         self.storage = storage
         self.manifests = ManifestStore(storage)
@@ -123,6 +138,9 @@ class Coordinator:
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
         self.aborts: list[RecentAbort] = []
         self.restore_fallbacks = 0
+        self.failure: Failure | None = None
+        """The last failure seen (the job's reason when it ends ``failed``)."""
+        self._link = link or KafkaCoordinatorLink(bootstrap, graph.name)
         self._previous: dict[str, str] | None = None  # subtask -> worker, last attempt
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
@@ -131,6 +149,7 @@ class Coordinator:
         self._producer: AIOKafkaProducer | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._last_audit: AuditReport | None = None
+        self._storage_backoff = StorageBackoff()
         self.stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
@@ -156,27 +175,23 @@ class Coordinator:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._bootstrap, enable_idempotence=True
         )
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
         self._offsets = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             group_id=f"sluicegate.{self.graph.name}",
             enable_auto_commit=False,
         )
         try:  # clients started inside: a cancel during a start must still stop them all
-            for client in (self._producer, consumer, self._offsets):
+            for client in (self._producer, self._offsets):
                 await client.start()
-            events = TopicPartition(to_coordinator_topic(self.graph.name), 0)
-            consumer.assign([events])
-            await consumer.seek_to_end(events)
-            await self._new_attempt()
-            self.stats.seed(await self.manifests.latest())
-            while not self.job.is_terminal:
-                batches = await consumer.getmany(events, timeout_ms=50)
-                for record in batches.get(events, []):
-                    await self._on_message(decode_message(record.value))
-                await self._tick(time.monotonic())
+            async with self._link:
+                await self._new_attempt()
+                self.stats.seed(await self.manifests.latest())
+                while not self.job.is_terminal:
+                    for message in await self._link.receive(0.05):
+                        await self._on_message(message)
+                    await self._tick(time.monotonic())
         finally:
-            for client in (consumer, self._offsets, self._producer):
+            for client in (self._offsets, self._producer):
                 await client.stop()
             self.ended.set()
 
@@ -213,6 +228,8 @@ class Coordinator:
     # -- decisions ------------------------------------------------------------------------
 
     async def _tick(self, now: float) -> None:
+        if self.job.is_terminal:
+            return  # e.g. a message just made the job give up: nothing to assign any more
         for worker in self.liveness.dead(now):
             self.liveness.forget(worker)
             if self._assigned(worker):
@@ -228,12 +245,12 @@ class Coordinator:
             return
         if self.tracker is None or self.assign is None:
             return
-        if (inject := self.tracker.trigger(now)) is not None:
+        if self._periodic_due(now) and (inject := self.tracker.trigger(now)):
             await self._inject(inject.checkpoint_id, inject.attempt)
         if (abort := self.tracker.on_tick(now)) is not None:
             await self._abort(abort)
 
-    async def _on_message(self, message: FromWorker | ToWorker) -> None:
+    async def _on_message(self, message: FromWorker) -> None:
         now = time.monotonic()
         if isinstance(message, Heartbeat):
             await self._on_heartbeat(message, now)
@@ -255,7 +272,9 @@ class Coordinator:
                 )  # fmt: skip
                 await self.manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
                 self.restore_fallbacks += 1
-            await self._fail(f"subtask {message.subtask} failed: {message.reason}", now)
+            await self._fail(
+                f"subtask {message.subtask} failed: {message.reason}", now, message.subtask
+            )
 
     async def _on_heartbeat(self, beat: Heartbeat, now: float) -> None:
         known = self.liveness.get(beat.worker_id)
@@ -273,12 +292,13 @@ class Coordinator:
         commit = tracker.on_ack(ack)
         if commit is None:
             return
-        result = await commit_checkpoint(self.manifests, tracker, self.graph.name, commit, now)
-        if isinstance(result, AbortCheckpoint):
-            await self._abort(result)
-        if not isinstance(result, tuple):
+        manifest = await self._commit(tracker, commit, now)
+        if manifest is None:
             return
-        manifest, done = result
+        done = tracker.on_manifest_committed(commit.checkpoint_id, now)
+        if done is None:
+            return
+        self._storage_backoff.succeeded()
         self.stats.on_completed(manifest, time.monotonic())
         if self.job.state is JobState.CHECKPOINTING:
             self.job.apply(JobEvent.CHECKPOINT_ENDED)
@@ -286,11 +306,41 @@ class Coordinator:
         if self.stopping is not None:
             self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
         await self._commit_source_offsets(manifest)
+        await self._clean_up()
+
+    async def _commit(
+        self, tracker: CheckpointTracker, commit: CommitManifest, now: float
+    ) -> CheckpointManifest | None:
+        """1. build the manifest from the acks; 2. commit it with create-if-absent; 3. the
+        committed manifest, or None after aborting the checkpoint (the manifest exists already,
+        or storage failed: the job runs on, and periodic checkpoints back off)."""
+        manifest = CheckpointManifest.from_acks(
+            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
+        )
+        try:
+            await self.manifests.commit(manifest)
+        except AlreadyExistsError:
+            reason = "the manifest exists already"
+        except StorageError as exc:
+            reason = f"checkpoint storage failed: {exc}"
+            self._storage_backoff.failed(now)
+        else:
+            return manifest
+        if (abort := tracker.on_manifest_failed(commit.checkpoint_id, reason, now)) is not None:
+            await self._abort(abort)
+        return None
+
+    async def _clean_up(self) -> None:
+        """Retention, and every ``audit_every`` checkpoints an orphan audit; a storage failure
+        here only postpones them to the next completed checkpoint."""
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
-        await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
-        if self.stats.completed % self.settings.audit_every == 0:
-            await self._collect_orphans()
+        try:
+            await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
+            if self.stats.completed % self.settings.audit_every == 0:
+                await self._collect_orphans()
+        except StorageError as exc:
+            logger.warning("retention postponed: checkpoint storage failed: %s", exc)
 
     async def _collect_orphans(self) -> None:
         """Delete what two audits with a completed checkpoint between them found orphaned
@@ -316,9 +366,10 @@ class Coordinator:
                 abort.checkpoint_id, completed=False, reason=abort.reason
             )
 
-    async def _fail(self, reason: str, now: float) -> None:
+    async def _fail(self, reason: str, now: float, subtask: str | None = None) -> None:
         if self._recover_at is not None or self.job.is_terminal:
             return
+        self.failure = Failure(reason, subtask)
         if self.stopping is not None:
             logger.warning("pipeline %s: failure while stopping: %s", self.graph.name, reason)
             self.job.apply(JobEvent.FAILURE_DETECTED)  # stays stopping: nothing to recover
@@ -367,6 +418,9 @@ class Coordinator:
                     else f"no final checkpoint{': ' + stop.note if stop.note else ''}; the next "
                     f"start resumes from checkpoint {self.stats.last_completed_id}",
                 )  # fmt: skip
+
+    def _periodic_due(self, now: float) -> bool:
+        return self.settings.periodic_checkpoints and not self._storage_backoff.waiting(now)
 
     @property
     def _running_tracker(self) -> CheckpointTracker | None:
@@ -428,17 +482,23 @@ class Coordinator:
     # -- I/O ------------------------------------------------------------------------------
 
     async def _broadcast(self, message: ToWorker) -> None:
-        assert self._producer is not None
-        await self._producer.send_and_wait(
-            to_workers_topic(self.graph.name), encode_message(message), partition=0
-        )
+        await self._link.send(message)
 
     async def _inject(self, checkpoint_id: int, attempt: int) -> None:
         assert self._producer is not None
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
-        self.stats.on_triggered(checkpoint_id, time.monotonic())
-        await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
+        now = time.monotonic()
+        self.stats.on_triggered(checkpoint_id, now)
+        try:
+            await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
+        except StorageError as exc:
+            self._storage_backoff.failed(now)
+            abort = None if self.tracker is None else self.tracker.on_trigger_failed(
+                checkpoint_id, f"checkpoint storage failed: {exc}", now
+            )  # fmt: skip
+            if abort is not None:
+                await self._abort(abort)
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:
         """Commit ``R_p`` of every source partition for lag tools (never read back by us)."""

@@ -1,5 +1,7 @@
-"""The coordinator's checkpoint decisions, sans-IO: pending checkpoints and the tracker."""
+"""The coordinator's checkpoint decisions, sans-IO: pending checkpoints, the tracker and the
+backoff after storage failures."""
 
+from coordinator.checkpoints.backoff import StorageBackoff
 from coordinator.checkpoints.pending import PendingCheckpoint
 from coordinator.checkpoints.tracker import (
     AbortCause,
@@ -18,4 +20,5 @@ __all__ = [
     "CommitManifest",
     "InjectBarriers",
     "PendingCheckpoint",
+    "StorageBackoff",
 ]

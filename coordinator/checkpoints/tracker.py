@@ -209,6 +209,15 @@ class CheckpointTracker:
             return None
         return self._abort(now, AbortCause.MANIFEST_FAILED, reason)
 
+    def on_trigger_failed(
+        self, checkpoint_id: int, reason: str, now: float
+    ) -> AbortCheckpoint | None:
+        """Checkpoint ``checkpoint_id`` could not be started (its id could not be recorded in
+        storage, or its barriers not sent): abort it. Stale calls are ignored."""
+        if self.in_flight != checkpoint_id or self._committing is not None:
+            return None
+        return self._abort(now, AbortCause.MANIFEST_FAILED, reason)
+
     def on_recovery(self, new_attempt: int, now: float) -> AbortCheckpoint | None:
         """A global recovery starts ``new_attempt``: abort what is in flight.
 

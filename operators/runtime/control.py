@@ -1,8 +1,15 @@
 """The link that carries control messages (`operators.protocol.messages`) to and from a subtask.
 
-`ControlLink` is what a subtask needs of the control plane; `InMemoryControl` connects subtasks
-and a coordinator running in one process; a worker gives each of its subtasks an `InboxLink`
-fed from the Kafka control topics.
+Three ends, one per party:
+
+* `ControlLink`: a subtask's; its worker gives it an `InboxLink` fed from the worker's end
+  (`InMemoryControl` connects bare subtasks to a test in one process);
+* `WorkerLink`: a worker's; it hears every message for workers and sends to the coordinator;
+* `CoordinatorLink`: the coordinator's; it sends to every worker.
+
+Workers and the coordinator are joined over Kafka (`operators.runtime.kafka_control`) or, in one
+process, by an `InMemoryBus` (`coordinator.local.LocalJob`); the coordinator and the worker are
+the same code either way.
 """
 
 from __future__ import annotations
@@ -10,11 +17,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from operators.protocol.messages import ToCoordinator, ToSubtask
+from operators.protocol.messages import FromWorker, ToCoordinator, ToSubtask, ToWorker
 
-__all__ = ["ControlLink", "InMemoryControl", "InboxLink"]
+__all__ = [
+    "ControlLink",
+    "CoordinatorLink",
+    "InMemoryBus",
+    "InMemoryControl",
+    "InboxLink",
+    "WorkerLink",
+]
+
+_M = TypeVar("_M")
 
 
 class ControlLink(Protocol):
@@ -62,3 +78,102 @@ class InMemoryControl:
         """Send ``message`` to every subtask."""
         for link in self._links.values():
             link.inbox.put_nowait(message)
+
+
+class WorkerLink(Protocol):
+    """A worker's end of the control plane: it hears every message for workers and talks to
+    the coordinator. Used as an async context manager (clients start and stop with it)."""
+
+    async def __aenter__(self) -> WorkerLink: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def send(self, message: FromWorker) -> None:
+        """Deliver ``message`` to the coordinator."""
+        ...
+
+    async def receive(self, timeout_s: float) -> list[ToWorker]:
+        """The messages for workers that arrived, waiting up to ``timeout_s`` for one."""
+        ...
+
+
+class CoordinatorLink(Protocol):
+    """The coordinator's end of the control plane: what it sends reaches every worker."""
+
+    async def __aenter__(self) -> CoordinatorLink: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def send(self, message: ToWorker) -> None:
+        """Deliver ``message`` to every worker."""
+        ...
+
+    async def receive(self, timeout_s: float) -> list[FromWorker]:
+        """The messages from workers that arrived, waiting up to ``timeout_s`` for one."""
+        ...
+
+
+async def _drain(queue: asyncio.Queue[_M], timeout_s: float) -> list[_M]:
+    try:
+        # Not wait_for: on 3.11 it can swallow a cancel that lands as a message arrives.
+        async with asyncio.timeout(timeout_s):
+            first = await queue.get()
+    except TimeoutError:
+        return []
+    messages = [first]
+    while not queue.empty():
+        messages.append(queue.get_nowait())
+    return messages
+
+
+@dataclass
+class _InMemoryWorkerEnd:
+    bus: InMemoryBus
+    inbox: asyncio.Queue[ToWorker] = field(default_factory=asyncio.Queue)
+
+    async def __aenter__(self) -> _InMemoryWorkerEnd:
+        self.bus.workers.append(self.inbox)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.bus.workers.remove(self.inbox)
+
+    async def send(self, message: FromWorker) -> None:
+        self.bus.to_coordinator.put_nowait(message)
+
+    async def receive(self, timeout_s: float) -> list[ToWorker]:
+        return await _drain(self.inbox, timeout_s)
+
+
+@dataclass
+class _InMemoryCoordinatorEnd:
+    bus: InMemoryBus
+
+    async def __aenter__(self) -> _InMemoryCoordinatorEnd:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def send(self, message: ToWorker) -> None:
+        for inbox in self.bus.workers:
+            inbox.put_nowait(message)
+
+    async def receive(self, timeout_s: float) -> list[FromWorker]:
+        return await _drain(self.bus.to_coordinator, timeout_s)
+
+
+@dataclass
+class InMemoryBus:
+    """The control plane of a coordinator and workers in one process (`coordinator.local`).
+
+    Like the Kafka control topics, a worker hears only what is sent after it joined."""
+
+    to_coordinator: asyncio.Queue[FromWorker] = field(default_factory=asyncio.Queue)
+    workers: list[asyncio.Queue[ToWorker]] = field(default_factory=list)
+
+    def worker_end(self) -> WorkerLink:
+        return _InMemoryWorkerEnd(self)
+
+    def coordinator_end(self) -> CoordinatorLink:
+        return _InMemoryCoordinatorEnd(self)

@@ -82,7 +82,7 @@ from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.state.local_checkpoint import LocalCheckpoint
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.store import PartitionState
-from operators.storage import CorruptFileError, Storage
+from operators.storage import CorruptFileError, Storage, StorageError
 
 __all__ = [
     "RECORD_ID_HEADER",
@@ -548,7 +548,16 @@ class Subtask:
     ) -> None:
         assert self._producer is not None
         await self._producer.flush()
-        result = await self._snapshots.upload(local)
+        try:
+            result = await self._snapshots.upload(local)
+        except StorageError as exc:
+            # Storage may be back by the next checkpoint: decline this one, keep running (a
+            # failed subtask would cost a global recovery per failed upload).
+            n = local.inventory.checkpoint_id
+            logger.warning("%s declines checkpoint %s: upload failed: %s", self.name, n, exc)
+            reason = f"upload failed: {exc}"
+            await self._control.send(CheckpointDecline(self.name, n, self.attempt, reason))
+            return
         ack = CheckpointAck(
             subtask=self.name,
             checkpoint_id=local.inventory.checkpoint_id,

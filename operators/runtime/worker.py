@@ -2,8 +2,9 @@
 
 `Worker.run` performs, in order:
 
-1. open a producer to ``to-coordinator`` and a consumer of ``to-workers`` at its end (the
-   coordinator re-sends the current assignment to any worker whose heartbeat disagrees with it);
+1. open its end of the control plane (`WorkerLink`: the Kafka control topics, or an in-memory
+   bus in one process); the coordinator re-sends the current assignment to any worker whose
+   heartbeat disagrees with it;
 2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt, the running subtasks and
    their operators' status counts (an agent's runs by status);
 3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
@@ -25,7 +26,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from operators.graph import JobGraph, SubtaskId
@@ -38,13 +38,8 @@ from operators.protocol.messages import (
     StopSubtasks,
     SubtaskFailed,
 )
-from operators.protocol.wire import (
-    decode_message,
-    encode_message,
-    to_coordinator_topic,
-    to_workers_topic,
-)
-from operators.runtime.control import InboxLink
+from operators.runtime.control import InboxLink, WorkerLink
+from operators.runtime.kafka_control import KafkaWorkerLink
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
 from operators.storage import Storage
@@ -80,9 +75,11 @@ class Worker:
         heartbeat_seconds: float = 1.0,
         subtask_settings: SubtaskSettings | None = None,
         registry: CollectorRegistry | None = None,
+        link: WorkerLink | None = None,
     ) -> None:
         """``registry``: where the subtasks report their metrics (default: the global one,
-        which ``sluicegate worker --metrics-port`` serves)."""
+        which ``sluicegate worker --metrics-port`` serves); ``link``: the control plane
+        (default: the pipeline's Kafka control topics)."""
         self.graph, self.worker_id, self.slots = graph, worker_id, slots
         self._bootstrap = bootstrap
         self._storage = storage
@@ -93,40 +90,31 @@ class Worker:
         self.attempt = 0
         self.incarnation = uuid.uuid4().hex
         self._hosted: dict[str, _Hosted] = {}
-        self._producer: AIOKafkaProducer | None = None
+        self._link = link or KafkaWorkerLink(bootstrap, graph.name)
+
+    @property
+    def subtasks(self) -> dict[str, Subtask]:
+        """The subtasks this worker hosts now, by name."""
+        return {name: hosted.subtask for name, hosted in self._hosted.items()}
 
     async def send(self, message: FromWorker) -> None:
         """Send ``message`` to the coordinator."""
-        assert self._producer is not None
-        await self._producer.send_and_wait(
-            to_coordinator_topic(self.graph.name), encode_message(message), partition=0
-        )
+        await self._link.send(message)
 
     async def run(self) -> None:
         """Run until cancelled; steps in the module docstring."""
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
-        heartbeat: asyncio.Task[None] | None = None
-        try:  # clients started inside: a cancel during a start must still stop them
-            await self._producer.start()
-            await consumer.start()
+        async with self._link:
             heartbeat = asyncio.create_task(self._heartbeat())
-            commands = TopicPartition(to_workers_topic(self.graph.name), 0)
-            consumer.assign([commands])
-            await consumer.seek_to_end(commands)
-            logger.info("worker %s ready with %s slots", self.worker_id, self.slots)
-            while True:
-                batches = await consumer.getmany(commands, timeout_ms=100)
-                for record in batches.get(commands, []):
-                    await self._on_command(decode_message(record.value))
-                await self._report_failures()
-        finally:
-            if heartbeat is not None:
+            try:
+                logger.info("worker %s ready with %s slots", self.worker_id, self.slots)
+                while True:
+                    for message in await self._link.receive(0.1):
+                        await self._on_command(message)
+                    await self._report_failures()
+            finally:
                 heartbeat.cancel()
                 await asyncio.gather(heartbeat, return_exceptions=True)
-            await self._stop_subtasks()
-            await consumer.stop()
-            await self._producer.stop()
+                await self._stop_subtasks()
 
     async def _heartbeat(self) -> None:
         while True:

@@ -172,7 +172,7 @@ async def test_a_job_that_lost_its_checkpoints_is_refused_not_silently_reset(
     async with running(graph, kafka_bootstrap, tmp_path / "first") as job:
         await produce(kafka_bootstrap, f"in-{tag}", [(b"k", b"v", [])])
         assert [r.value for r in await consume(kafka_bootstrap, f"out-{tag}", 1, 1)] == [b"v"]
-        await job.wait_for_checkpoints(len(job.completed) + 1, timeout_s=30)
+        await job.wait_for_checkpoints(job.completed + 1, timeout_s=30)
 
     lost = LocalJob(
         graph,
@@ -185,7 +185,7 @@ async def test_a_job_that_lost_its_checkpoints_is_refused_not_silently_reset(
         failure = await first_failure(lost, timeout_s=30)
     finally:
         await lost.crash()
-    assert failure.subtask == "op#0"
+    assert failure.subtask == "op#0", failure.reason
     assert "was its checkpoint storage replaced" in failure.reason
 
 

@@ -64,7 +64,7 @@ async def test_word_count_survives_repeated_crashes_exactly_once(
     total = sum(expected.values())
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=300)
     running.raise_failure()
-    await running.wait_for_checkpoints(len(running.completed) + 1, timeout_s=60)
+    await running.wait_for_checkpoints(running.completed + 1, timeout_s=60)
     # Read again after one more checkpoint: nothing beyond the expected outputs may appear.
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
     await running.crash()

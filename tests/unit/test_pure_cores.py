@@ -33,9 +33,10 @@ CORES = (
 
 
 def loaded_io_libraries(module: str) -> list[str]:
+    io = sorted(IO_LIBRARIES)
     probe = (
         f"import json, sys, {module}\n"
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(IO_LIBRARIES)!r})))"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({io!r}))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
