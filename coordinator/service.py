@@ -15,9 +15,10 @@ loop either way.
 2. wait for live workers with enough slots, then assign every subtask and send `Assign`
    (attempt, checkpoint to restore, next checkpoint id) to the workers;
 3. loop: read worker messages; re-send the assignment to a worker whose heartbeat disagrees;
-   trigger checkpoints (barriers into every source partition); when every subtask acked, commit
-   the manifest, broadcast ``completed(n)``, commit the sources' group offsets and apply
-   retention; on a dead or restarted worker or a failed subtask, recover after the restart
+   trigger checkpoints (`TriggerCheckpoint` to the workers: each source subtask takes barrier n
+   at its current read position; nothing is written into a source topic); when every subtask
+   acked, commit the manifest, broadcast ``completed(n)``, commit the sources' group offsets
+   and apply retention; on a dead or restarted worker or a failed subtask, recover after the restart
    policy's delay: new attempt, reassign to live workers, restore everything. A checkpoint
    whose files fail verification on restore is marked corrupt and the previous one is used;
 4. on `request_stop` (``sluicegate stop``): no more periodic checkpoints or recoveries; a final
@@ -33,10 +34,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from coordinator.assignment import load_assignment, plan_assignment, save_assignment
-from coordinator.barriers import inject_barriers
 from coordinator.checkpoint_stats import CheckpointStats
 from coordinator.checkpoints import (
     AbortCause,
@@ -47,7 +47,7 @@ from coordinator.checkpoints import (
 )
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
-from coordinator.numbering import next_checkpoint_id, take_attempt
+from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attempt
 from coordinator.restart import GiveUp, RestartPolicy
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
@@ -63,6 +63,7 @@ from operators.protocol.messages import (
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
+    TriggerCheckpoint,
 )
 from operators.runtime.control import CoordinatorLink
 from operators.runtime.kafka_control import KafkaCoordinatorLink
@@ -146,7 +147,6 @@ class Coordinator:
         self._subtasks = [str(s) for s in graph.subtasks()]
         self._restart = self.settings.restart_policy
         self._recover_at: float | None = None
-        self._producer: AIOKafkaProducer | None = None
         self._offsets: AIOKafkaConsumer | None = None
         self._last_audit: AuditReport | None = None
         self._storage_backoff = StorageBackoff()
@@ -172,17 +172,13 @@ class Coordinator:
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
         await ensure_topics(self._bootstrap, self.graph)
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, enable_idempotence=True
-        )
         self._offsets = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             group_id=f"sluicegate.{self.graph.name}",
             enable_auto_commit=False,
         )
         try:  # clients started inside: a cancel during a start must still stop them all
-            for client in (self._producer, self._offsets):
-                await client.start()
+            await self._offsets.start()
             async with self._link:
                 await self._new_attempt()
                 self.stats.seed(await self.manifests.latest())
@@ -191,8 +187,7 @@ class Coordinator:
                         await self._on_message(message)
                     await self._tick(time.monotonic())
         finally:
-            for client in (self._offsets, self._producer):
-                await client.stop()
+            await self._offsets.stop()
             self.ended.set()
 
     async def trigger_checkpoint(self) -> int | None:
@@ -485,13 +480,14 @@ class Coordinator:
         await self._link.send(message)
 
     async def _inject(self, checkpoint_id: int, attempt: int) -> None:
-        assert self._producer is not None
+        """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
+        right after); 2. tell every source subtask to take its barrier where it reads now."""
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
         now = time.monotonic()
         self.stats.on_triggered(checkpoint_id, now)
         try:
-            await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
+            await mark_triggered(self.storage, checkpoint_id)
         except StorageError as exc:
             self._storage_backoff.failed(now)
             abort = None if self.tracker is None else self.tracker.on_trigger_failed(
@@ -499,6 +495,8 @@ class Coordinator:
             )  # fmt: skip
             if abort is not None:
                 await self._abort(abort)
+            return
+        await self._broadcast(TriggerCheckpoint(checkpoint_id, attempt))
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:
         """Commit ``R_p`` of every source partition for lag tools (never read back by us)."""

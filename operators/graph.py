@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from operators.pipeline import OperatorSpec, Pipeline, PipelineError, TopicKind, TopicSpec
-from operators.protocol.records import COORDINATOR_WRITER, Channel, TopicPartition
+from operators.protocol.records import SOURCE_WRITER, Channel, TopicPartition
 
 __all__ = ["JobGraph", "SubtaskId"]
 
@@ -69,7 +69,7 @@ class JobGraph:
     def writers(self, topic: str) -> list[str]:
         """Who appends records and markers to ``topic``: subtask ids, or the coordinator."""
         if self.topics[topic].kind is TopicKind.SOURCE:
-            return [COORDINATOR_WRITER]
+            return [SOURCE_WRITER]
         return [str(s) for op in self._writers_of(topic) for s in self.subtasks(op.uid)]
 
     def channels(self, subtask: SubtaskId) -> list[Channel]:

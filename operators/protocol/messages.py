@@ -8,7 +8,8 @@ them without loading Kafka, RocksDB or storage clients (a unit test checks the i
   of the manifest), `RestorePoint` (where a subtask starts again).
 * Subtask → coordinator: `CheckpointAck` (after the upload), `CheckpointDecline` (buffer over
   its bound), `SubtaskFailed` (the subtask stops with an error); a worker adds `Heartbeat`.
-* Coordinator → subtask: `CheckpointCompleted` (publish sink outputs up to n),
+* Coordinator → subtask: `TriggerCheckpoint` (sources take barrier n where they read now),
+  `CheckpointCompleted` (publish sink outputs up to n),
   `CheckpointAborted` (drop alignment), `StopSubtasks` (finish the messages before this one,
   then stop); to workers: `Assign`.
 
@@ -41,6 +42,7 @@ __all__ = [
     "ToCoordinator",
     "ToSubtask",
     "ToWorker",
+    "TriggerCheckpoint",
 ]
 
 STATE_HANDLE_SCHEMA_VERSION = 1
@@ -152,6 +154,17 @@ class Assign:
 
 
 @dataclass(frozen=True, slots=True)
+class TriggerCheckpoint:
+    """Take checkpoint ``checkpoint_id`` of ``attempt`` at the current read position of every
+    source partition: a subtask reading sources treats it as barrier ``checkpoint_id`` arriving
+    on each of its source channels, right before the next record it would read there. Nothing
+    is ever written into a source topic."""
+
+    checkpoint_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointCompleted:
     checkpoint_id: int
     attempt: int
@@ -174,6 +187,6 @@ class StopSubtasks:
 
 
 ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
-ToSubtask = CheckpointCompleted | CheckpointAborted | StopSubtasks
+ToSubtask = TriggerCheckpoint | CheckpointCompleted | CheckpointAborted | StopSubtasks
 FromWorker = ToCoordinator | Heartbeat
 ToWorker = ToSubtask | Assign

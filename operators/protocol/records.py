@@ -1,10 +1,11 @@
 """Value types of the data plane: partitions, channels, and the ``sg-*`` record headers.
 
 Every record a subtask writes carries ``sg-attempt``, ``sg-interval`` and ``sg-writer``;
-a barrier marker also carries ``sg-kind=barrier`` and ``sg-checkpoint``. Source records are
-written by the outside world and carry none of them: :func:`decode_headers` returns ``None``
-for them, and they belong to the source partition's only channel, whose writer is
-:data:`COORDINATOR_WRITER`.
+a barrier marker also carries ``sg-kind=barrier`` and ``sg-checkpoint``. Markers exist only in
+the job's own topics. Source records are written by the outside world; their headers are user
+data and are never decoded (an ``sg-*`` header there controls nothing). They belong to the
+source partition's only channel, whose writer is :data:`SOURCE_WRITER`, and their barriers are
+taken by the reading subtask at its read position when a checkpoint is triggered.
 
 Header values are ASCII: integers in decimal without sign or padding, the writer as given.
 Headers are the ``list[tuple[str, bytes]]`` that aiokafka sends and receives.
@@ -22,9 +23,9 @@ from operators.protocol.exceptions import MalformedHeadersError, ProtocolViolati
 __all__ = [
     "ATTEMPT_HEADER",
     "CHECKPOINT_HEADER",
-    "COORDINATOR_WRITER",
     "INTERVAL_HEADER",
     "KIND_HEADER",
+    "SOURCE_WRITER",
     "WRITER_HEADER",
     "Channel",
     "RecordKind",
@@ -40,8 +41,9 @@ WRITER_HEADER: Final = "sg-writer"
 KIND_HEADER: Final = "sg-kind"
 CHECKPOINT_HEADER: Final = "sg-checkpoint"
 
-COORDINATOR_WRITER: Final = "coordinator"
-"""The writer of every barrier in a source partition (and of nothing else there)."""
+SOURCE_WRITER: Final = "source"
+"""The one writer of a source partition's channel: the outside world. Its barriers are taken
+at the reading subtask when a checkpoint is triggered; a source topic is never written to."""
 
 _KNOWN_HEADERS: Final = frozenset(
     {ATTEMPT_HEADER, INTERVAL_HEADER, WRITER_HEADER, KIND_HEADER, CHECKPOINT_HEADER}

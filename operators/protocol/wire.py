@@ -24,6 +24,7 @@ from operators.protocol.messages import (
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
+    TriggerCheckpoint,
 )
 from operators.protocol.records import TopicPartition
 
@@ -77,6 +78,8 @@ def encode_message(message: FromWorker | ToWorker) -> bytes:
             body = {"type": "decline", **_fields(message)}
         case SubtaskFailed():
             body = {"type": "failed", **_fields(message)}
+        case TriggerCheckpoint():
+            body = {"type": "trigger", **_fields(message)}
         case CheckpointCompleted():
             body = {"type": "completed", **_fields(message)}
         case CheckpointAborted():
@@ -107,6 +110,8 @@ def decode_message(data: bytes) -> FromWorker | ToWorker:
             return CheckpointDecline(**body)
         case "failed":
             return SubtaskFailed(**body)
+        case "trigger":
+            return TriggerCheckpoint(**body)
         case "completed":
             return CheckpointCompleted(**body)
         case "aborted":

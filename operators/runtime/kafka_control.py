@@ -1,7 +1,7 @@
 """The control plane over Kafka: two single-partition topics per pipeline.
 
-``to-workers`` carries assignments, triggers, completions, aborts and stops from the coordinator
-to every worker; ``to-coordinator`` carries heartbeats, acks, declines and failures back
+``to-workers`` carries assignments, checkpoint triggers, completions, aborts and stops from the
+coordinator to every worker; ``to-coordinator`` carries heartbeats, acks, declines and failures back
 (`operators.protocol.wire` has the topic names and the JSON form). Each end reads its topic from
 the end, so it hears only what is sent after it joined; the coordinator re-sends the assignment
 to a worker whose heartbeat disagrees with it.
@@ -28,6 +28,7 @@ from operators.protocol.messages import (
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
+    TriggerCheckpoint,
 )
 from operators.protocol.wire import (
     decode_message,
@@ -110,7 +111,13 @@ class KafkaWorkerLink(_KafkaEnd[FromWorker, ToWorker]):
             bootstrap,
             out_topic=to_coordinator_topic(pipeline),
             in_topic=to_workers_topic(pipeline),
-            accepts=(Assign, CheckpointCompleted, CheckpointAborted, StopSubtasks),
+            accepts=(
+                Assign,
+                TriggerCheckpoint,
+                CheckpointCompleted,
+                CheckpointAborted,
+                StopSubtasks,
+            ),
         )
 
 

@@ -54,9 +54,10 @@ from operators.protocol.messages import (
     CheckpointDecline,
     RestorePoint,
     StopSubtasks,
+    TriggerCheckpoint,
 )
 from operators.protocol.records import (
-    COORDINATOR_WRITER,
+    SOURCE_WRITER,
     Channel,
     RecordKind,
     RecordMeta,
@@ -167,6 +168,9 @@ class Subtask:
         self._wakes = WakeQueue()
         self._align_started: float | None = None
         self._upload: asyncio.Task[None] | None = None
+        self._source_next: dict[TopicPartition, int] = {}
+        """Per source partition, the offset of the next record to read (``R_p`` if a trigger
+        arrived now)."""
         self._store: RocksDBStateStore | None = None
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -261,6 +265,8 @@ class Subtask:
                 self._consumer.seek(tp, self._restore.positions[p])
             else:
                 await self._consumer.seek_to_beginning(tp)
+            if self.graph.topics[p.topic].kind is TopicKind.SOURCE:
+                self._source_next[p] = await self._consumer.position(tp)
 
     async def _close(self) -> None:
         """Release everything, whatever fails on the way: the state store above all, whose
@@ -285,7 +291,9 @@ class Subtask:
         while (message := self._control.poll()) is not None:
             if message.attempt != self.attempt:
                 continue
-            if isinstance(message, CheckpointCompleted):
+            if isinstance(message, TriggerCheckpoint):
+                await self._on_trigger(message.checkpoint_id)
+            elif isinstance(message, CheckpointCompleted):
                 await self._on_completed(message.checkpoint_id)
             elif isinstance(message, StopSubtasks):
                 self._stop_requested = True
@@ -320,18 +328,24 @@ class Subtask:
     async def _on_record(self, record: Incoming) -> None:
         self.records_in += 1
         self._metrics.records_in.inc()
-        try:
-            meta = decode_headers(record.headers)
-        except MalformedHeadersError as exc:
-            await self._dead_letter(record, exc)
-            return
+        partition = TopicPartition(record.topic, record.partition)
+        if partition in self._source_next:
+            # A source record is user data, whatever its headers say (sg-* ones included):
+            # its barriers are taken here, at the read position, when a trigger arrives.
+            self._source_next[partition] = record.offset + 1
+            meta = None
+        else:
+            try:
+                meta = decode_headers(record.headers)
+            except MalformedHeadersError as exc:
+                await self._dead_letter(record, exc)
+                return
         decision = self._filter.decide(meta)
         if isinstance(decision, Fenced):
             raise SubtaskFencedError(self.name, self.attempt, decision.newer_attempt)
         if isinstance(decision, Skip):
             return
-        partition = TopicPartition(record.topic, record.partition)
-        channel = Channel(partition, meta.writer if meta else COORDINATOR_WRITER)
+        channel = Channel(partition, meta.writer if meta else SOURCE_WRITER)
         if channel not in self._aligner.channels:
             await self._dead_letter(record, ValueError(f"unknown writer {channel.writer!r}"))
             return
@@ -345,6 +359,12 @@ class Subtask:
             await self._decline(action)
             return
         await self._process(record)
+
+    async def _on_trigger(self, checkpoint_id: int) -> None:
+        """Barrier ``checkpoint_id`` arrives on every source channel, right before the next
+        record this subtask would read there: ``R_p`` is that record's offset."""
+        for partition, position in sorted(self._source_next.items()):
+            await self._on_barrier(Channel(partition, SOURCE_WRITER), checkpoint_id, position)
 
     async def _on_barrier(self, channel: Channel, checkpoint_id: int, offset: int) -> None:
         for action in self._aligner.on_barrier(channel, checkpoint_id, offset):

@@ -10,8 +10,9 @@
 3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
    start the subtasks assigned to this worker, each restored from the manifest of
    ``restore_from`` read from checkpoint storage;
-4. on ``completed(n)`` / ``aborted(n)`` / ``stop``: hand the message to every running subtask
-   (a stopped subtask's task ends without error, and the heartbeats stop listing it);
+4. on ``trigger(n)``, ``completed(n)``, ``aborted(n)``, ``stop``: hand the message to every
+   running subtask (a stopped subtask's task ends without error, and the heartbeats stop
+   listing it);
 5. when a subtask fails, report `SubtaskFailed` once; the coordinator recovers globally.
 
 A worker outlives a stopped job: it idles, heartbeating, until a coordinator assigns it a newer
@@ -37,6 +38,8 @@ from operators.protocol.messages import (
     Heartbeat,
     StopSubtasks,
     SubtaskFailed,
+    ToSubtask,
+    TriggerCheckpoint,
 )
 from operators.runtime.control import InboxLink, WorkerLink
 from operators.runtime.kafka_control import KafkaWorkerLink
@@ -131,7 +134,7 @@ class Worker:
         if isinstance(message, Assign):
             if message.attempt > self.attempt:
                 await self._assign(message)
-        elif isinstance(message, CheckpointCompleted | CheckpointAborted):
+        elif isinstance(message, TriggerCheckpoint | CheckpointCompleted | CheckpointAborted):
             self._hand_over(message)
         elif isinstance(message, StopSubtasks):
             await self._stop(message)
@@ -145,7 +148,7 @@ class Worker:
         elif stop.attempt == self.attempt:
             self._hand_over(stop)
 
-    def _hand_over(self, message: CheckpointCompleted | CheckpointAborted | StopSubtasks) -> None:
+    def _hand_over(self, message: ToSubtask) -> None:
         for hosted in self._hosted.values():
             hosted.link.inbox.put_nowait(message)
 

@@ -32,9 +32,10 @@ _WORDS = ("kafka", "barrier", "snapshot", "agent", "tool", "model", "offset", "j
 PARTITIONS = 4
 
 
-def word_count(tag: str, *, exactly_once: bool = True) -> JobGraph:
-    """Source ``lines-<tag>`` → tokenizer x2 → ``words-<tag>`` → counter x2 → sink."""
-    lines, words, counts = f"lines-{tag}", f"words-{tag}", f"counts-{tag}"
+def word_count(tag: str, *, exactly_once: bool = True, source: str | None = None) -> JobGraph:
+    """Source ``lines-<tag>`` (or ``source``) → tokenizer x2 → ``words-<tag>`` → counter x2 →
+    sink ``counts-<tag>``."""
+    lines, words, counts = source or f"lines-{tag}", f"words-{tag}", f"counts-{tag}"
 
     def tokenize(record: Record, ctx: Context) -> None:
         for word in record.value.decode().split():

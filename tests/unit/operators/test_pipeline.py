@@ -39,8 +39,8 @@ def test_channels_pair_each_owned_partition_with_every_writer() -> None:
     graph = word_count().build()
     l2, l3 = TopicPartition("lines", 2), TopicPartition("lines", 3)
     assert graph.channels(SubtaskId("tokenizer", 1)) == [
-        Channel(l2, "coordinator"),
-        Channel(l3, "coordinator"),
+        Channel(l2, "source"),
+        Channel(l3, "source"),
     ]
     w0, w1 = TopicPartition("words", 0), TopicPartition("words", 1)
     assert graph.channels(SubtaskId("counter", 0)) == [

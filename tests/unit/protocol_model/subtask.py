@@ -16,6 +16,7 @@ __all__ = [
     "LogRecord",
     "SimSubtask",
     "Snapshot",
+    "TriggerMessage",
     "fold",
 ]
 
@@ -52,6 +53,14 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class AbortMessage:
+    checkpoint_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerMessage:
+    """Checkpoint ``checkpoint_id`` triggered: a source subtask takes it at its read position."""
+
     checkpoint_id: int
     attempt: int
 
@@ -100,7 +109,7 @@ class SimSubtask:
         self.restore_filter = restore_filter
         self.outbox: dict[TopicPartition, deque[LogRecord]] = {tp: deque() for tp in outputs}
         self.uploads: deque[Upload] = deque()
-        self.inbox: deque[AbortMessage | CompletedMessage] = deque()
+        self.inbox: deque[TriggerMessage | AbortMessage | CompletedMessage] = deque()
         self.fenced = False
 
     @property

@@ -33,7 +33,7 @@ from coordinator.checkpoints import (
     InjectBarriers,
 )
 from operators.protocol import (
-    COORDINATOR_WRITER,
+    SOURCE_WRITER,
     Aligned,
     BarrierAligner,
     Buffered,
@@ -58,6 +58,7 @@ from tests.unit.protocol_model.subtask import (
     LogRecord,
     SimSubtask,
     Snapshot,
+    TriggerMessage,
     fold,
 )
 
@@ -244,7 +245,8 @@ class World:
             offset = sub.positions[tp]
             record = self.log[tp][offset]
             sub.positions[tp] = offset + 1
-            meta = decode_headers(record.headers)
+            # A source record's headers are user data: never decoded.
+            meta = None if tp.topic == "t0" else decode_headers(record.headers)
             decision = sub.restore_filter.decide(meta)
             if isinstance(decision, Fenced):
                 self.trace.append(f"  {sub.name} fenced by attempt {decision.newer_attempt}")
@@ -254,13 +256,9 @@ class World:
                 return
             if isinstance(decision, Skip):
                 return
-            channel = Channel(tp, COORDINATOR_WRITER if meta is None else meta.writer)
+            channel = Channel(tp, SOURCE_WRITER if meta is None else meta.writer)
             if meta is not None and meta.checkpoint_id is not None:
-                for action in sub.aligner.on_barrier(channel, meta.checkpoint_id, offset):
-                    self.trace.append(f"  {sub.name}: {action}")
-                    if isinstance(action, Aligned):
-                        self._sync_phase(sub, action)
-                    self._apply_all(sub, sub.aligner.release())
+                self._barrier(sub, channel, meta.checkpoint_id, offset)
                 return
             outcome = sub.aligner.on_record(channel, record)
             if isinstance(outcome, Buffered):
@@ -314,10 +312,23 @@ class World:
 
         return perform
 
+    def _barrier(self, sub: SimSubtask, channel: Channel, n: int, offset: int) -> None:
+        for action in sub.aligner.on_barrier(channel, n, offset):
+            self.trace.append(f"  {sub.name}: {action}")
+            if isinstance(action, Aligned):
+                self._sync_phase(sub, action)
+            self._apply_all(sub, sub.aligner.release())
+
     def _deliver(self, sub: SimSubtask) -> Callable[[Chooser], None]:
         def perform(_: Chooser) -> None:
             message = sub.inbox.popleft()
             if message.attempt != sub.attempt:
+                return
+            if isinstance(message, TriggerMessage):
+                # Barrier n on every source channel, right before the next record to read.
+                for tp in sorted(p for p in sub.positions if p.topic == "t0"):
+                    channel = Channel(tp, SOURCE_WRITER)
+                    self._barrier(sub, channel, message.checkpoint_id, sub.positions[tp])
                 return
             if isinstance(message, AbortMessage):
                 aborted = sub.aligner.on_abort(message.checkpoint_id)
@@ -378,12 +389,9 @@ class World:
 
     def _inject(self, inject: InjectBarriers) -> None:
         self.durable_next_id = self.tracker.next_checkpoint_id
-        n = inject.checkpoint_id
-        marker = RecordMeta(inject.attempt, n, COORDINATOR_WRITER, RecordKind.BARRIER, n)
-        for q in range(self.shape.partitions[0]):
-            self.log[TopicPartition("t0", q)].append(
-                LogRecord(-1, 0, tuple(encode_headers(marker)))
-            )
+        for sub in self.subtasks.values():  # the trigger goes over the control plane
+            if sub.operator == 0:
+                sub.inbox.append(TriggerMessage(inject.checkpoint_id, inject.attempt))
 
     def _broadcast_abort(self, abort: AbortCheckpoint | None) -> None:
         if abort is None:
@@ -468,7 +476,7 @@ class World:
             ]
         )
         writers = (
-            [COORDINATOR_WRITER]
+            [SOURCE_WRITER]
             if operator == 0
             else [f"op{operator - 1}#{j}" for j in range(self.shape.parallelism[operator - 1])]
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from operators.protocol import (
-    COORDINATOR_WRITER,
+    SOURCE_WRITER,
     Aborted,
     Aligned,
     BarrierAligner,
@@ -28,7 +28,7 @@ def aligner(*channels: Channel, max_buffered: int = 10, last: int = 0) -> Barrie
 
 
 def test_a_single_channel_aligns_on_its_barrier() -> None:
-    source = Channel(TopicPartition("lines", 0), COORDINATOR_WRITER)
+    source = Channel(TopicPartition("lines", 0), SOURCE_WRITER)
     a = aligner(source)
     assert a.on_record(source, "r1") == Process()
     assert a.on_barrier(source, 1, 5) == (Aligned(1, {source.partition: 5}),)

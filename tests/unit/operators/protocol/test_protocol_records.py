@@ -8,7 +8,6 @@ from operators.exceptions import FatalError
 from operators.protocol import (
     ATTEMPT_HEADER,
     CHECKPOINT_HEADER,
-    COORDINATOR_WRITER,
     INTERVAL_HEADER,
     KIND_HEADER,
     WRITER_HEADER,
@@ -21,7 +20,7 @@ from operators.protocol import (
 )
 
 RECORD = RecordMeta(attempt=3, interval=7, writer="counter#1")
-BARRIER = RecordMeta(4, 12, COORDINATOR_WRITER, RecordKind.BARRIER, 12)
+BARRIER = RecordMeta(4, 12, "tokenizer#0", RecordKind.BARRIER, 12)
 
 
 @pytest.mark.parametrize("meta", [RECORD, BARRIER])
@@ -35,7 +34,7 @@ def test_header_names_and_values_are_plain_ascii() -> None:
     assert dict(encode_headers(BARRIER)) == {
         ATTEMPT_HEADER: b"4",
         INTERVAL_HEADER: b"12",
-        WRITER_HEADER: b"coordinator",
+        WRITER_HEADER: b"tokenizer#0",
         KIND_HEADER: b"barrier",
         CHECKPOINT_HEADER: b"12",
     }

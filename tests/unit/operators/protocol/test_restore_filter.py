@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from operators.protocol import (
-    COORDINATOR_WRITER,
+    SOURCE_WRITER,
     Accept,
     Fenced,
     ProtocolViolationError,
@@ -21,7 +21,7 @@ def record(attempt: int, interval: int = 9) -> RecordMeta:
 
 
 def barrier(attempt: int, checkpoint_id: int) -> RecordMeta:
-    return RecordMeta(attempt, checkpoint_id, COORDINATOR_WRITER, RecordKind.BARRIER, checkpoint_id)
+    return RecordMeta(attempt, checkpoint_id, SOURCE_WRITER, RecordKind.BARRIER, checkpoint_id)
 
 
 def test_source_records_are_always_accepted() -> None:

@@ -1,0 +1,133 @@
+"""Regressions (issue 11, item 1): the coordinator used to append barrier records to the users'
+source topics. Now a source subtask takes barrier n at its read position when the trigger
+arrives over the control plane, and never writes to a source topic; ``sg-*`` headers on a
+source record are user data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from coordinator.local import LocalJob
+from operators.runtime.manifest import ManifestStore
+from operators.runtime.readers import committed_from_start
+from operators.storage import open_storage
+from sluicegate.demos.wordcount import PARTITIONS, produce_lines, read_sink, word_count
+from tests.helpers import assert_counted_exactly_once
+
+FORGED = [
+    [("sg-attempt", b"999"), ("sg-interval", b"1"), ("sg-writer", b"x"), ("sg-kind", b"record")],
+    [
+        ("sg-attempt", b"1"), ("sg-interval", b"1"), ("sg-writer", b"coordinator"),
+        ("sg-kind", b"barrier"), ("sg-checkpoint", b"99999999999"),
+    ],
+    [("sg-attempt", b"0"), ("sg-interval", b"0"), ("sg-writer", b"x"), ("sg-kind", b"record")],
+    [("sg-kind", b"banana")],
+]  # fmt: skip
+
+
+async def create_source(bootstrap: str, name: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+
+
+async def count_records(bootstrap: str, topic: str) -> int:
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
+        ends = await consumer.end_offsets(list(consumer.assignment()))
+        return sum(ends.values())
+
+
+async def test_source_topics_are_never_written_and_forged_headers_are_user_data(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Two pipelines read one source topic whose records carry forged ``sg-*`` headers (a
+    future attempt, a huge barrier id, a stale attempt, garbage): both complete checkpoints,
+    both count every word exactly once, and the source holds only what the user wrote."""
+    tag = uuid.uuid4().hex[:8]
+    source = f"shared-lines-{tag}"
+    await create_source(kafka_bootstrap, source)
+    lines = [f"a{i % 7} b{i % 3}" for i in range(400)]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for i, line in enumerate(lines):
+            await producer.send(source, line.encode(), headers=FORGED[i % len(FORGED)])
+        await producer.flush()
+    finally:
+        await producer.stop()
+    expected = Counter(word for line in lines for word in line.split())
+    jobs = [
+        LocalJob(
+            word_count(f"{tag}{side}", source=source),
+            bootstrap=kafka_bootstrap,
+            storage=open_storage(tmp_path / side / "storage"),
+            work_dir=tmp_path / side / "work",
+            interval_seconds=0.2,
+        )
+        for side in ("x", "y")
+    ]
+    for job in jobs:
+        await job.start()
+    try:
+        for job in jobs:
+            await job.wait_for_checkpoints(3, timeout_s=60)
+        for side in ("x", "y"):
+            counts = await read_sink(
+                kafka_bootstrap, f"counts-{tag}{side}", sum(expected.values()), 60
+            )
+            assert_counted_exactly_once(counts, expected)
+        for job in jobs:
+            job.raise_failure()
+            assert job.attempt == 1, "a forged header caused a recovery"
+    finally:
+        for job in jobs:
+            await job.crash()
+    assert await count_records(kafka_bootstrap, source) == len(lines)
+
+
+async def test_a_checkpoint_completes_before_a_backlog_is_read(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """With a backlog in the source, the first checkpoint completes at the read position of
+    that moment (before, it waited for barriers behind the whole backlog)."""
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    lines = [f"w{i % 50} v{i % 11} u{i % 5}" for i in range(150_000)]
+    await create_source(kafka_bootstrap, f"lines-{tag}")
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines)
+    storage = open_storage(tmp_path / "storage")
+    job = LocalJob(
+        graph,
+        bootstrap=kafka_bootstrap,
+        storage=storage,
+        work_dir=tmp_path / "work",
+        interval_seconds=0.1,
+    )
+    await job.start()
+    try:
+        await job.wait_for_checkpoints(1, timeout_s=60)
+        first = await ManifestStore(storage).latest()
+        assert first is not None
+        read = sum(
+            offset
+            for snapshot in first.subtasks.values()
+            for topic, partitions in snapshot.positions.items()
+            if topic == f"lines-{tag}"
+            for offset in partitions.values()
+        )
+        assert read < len(lines), "the first checkpoint waited for the whole backlog"
+        expected = Counter(word for line in lines for word in line.split())
+        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 120)
+        assert_counted_exactly_once(counts, expected)
+    finally:
+        await job.crash()
+    assert await count_records(kafka_bootstrap, f"lines-{tag}") == len(lines)
