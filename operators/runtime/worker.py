@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from operators.graph import JobGraph, SubtaskId
+from operators.runtime.bounded import error_text
 from operators.runtime.control import (
     Assign,
     CheckpointAborted,
@@ -207,6 +208,7 @@ class Worker:
             if exc is None:
                 continue
             hosted.reported = True
-            logger.error("subtask %s failed: %r", name, exc)
+            reason = error_text(exc)  # bounded: the error may quote a record
+            logger.error("subtask %s failed: %s", name, reason)
             corrupt = exc.checkpoint_id if isinstance(exc, CorruptCheckpointError) else None
-            await self.send(SubtaskFailed(name, self.attempt, repr(exc), corrupt))
+            await self.send(SubtaskFailed(name, self.attempt, reason, corrupt))
