@@ -31,6 +31,7 @@ from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.cli.logs import configure_logging
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 
 __all__ = ["main"]
@@ -42,11 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sluicegate`` console script; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    configure_logging(verbose=args.verbose)
     _stop_on_sigterm()
     try:
         code: int = args.run(args)
