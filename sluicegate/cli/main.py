@@ -3,7 +3,8 @@
 Only this module configures logging handlers. Subcommands so far:
 
 * ``sluicegate dev kafka [--port N] [--data-dir D]``: run the development broker until Ctrl-C.
-* ``sluicegate coordinator|worker --pipeline module:attr``: the two processes of a pipeline.
+* ``sluicegate coordinator|worker --pipeline module:attr [--bootstrap HOST:PORT]``: the two
+  processes of a pipeline; each waits for Kafka (retrying with backoff) before it starts.
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
 * ``sluicegate status``, ``sluicegate stop``, ``sluicegate checkpoint list|trigger|audit``: ask a
   running coordinator.
@@ -32,6 +33,7 @@ from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.logs import configure_logging
+from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 
 __all__ = ["main"]
@@ -78,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     coordinator.add_argument(
         "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
     )
+    _add_bootstrap(coordinator)
     coordinator.add_argument("--http-host", default="127.0.0.1", help="HTTP API address")
     coordinator.add_argument(
         "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
@@ -90,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
     )
     worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    _add_bootstrap(worker)
     worker.add_argument(
         "--metrics-port",
         type=int,
@@ -149,6 +153,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="Kafka bootstrap servers (default: $SLUICEGATE_KAFKA_BOOTSTRAP, else "
+        "127.0.0.1:9092); unreachable: retried with backoff until it answers",
+    )
+
+
 def _user() -> str:
     import getpass
 
@@ -187,8 +201,8 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         broker.stop()
 
 
-def _bootstrap(settings: CoordinatorSettings) -> str:
-    return settings.kafka_bootstrap or "127.0.0.1:9092"
+def _bootstrap(settings: CoordinatorSettings, given: str | None = None) -> str:
+    return given or settings.kafka_bootstrap or "127.0.0.1:9092"
 
 
 def _coordinator(args: argparse.Namespace) -> int:
@@ -197,9 +211,12 @@ def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    graph = load_graph(args.pipeline)
+    bootstrap = _bootstrap(settings, args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
     service = Coordinator(
-        load_graph(args.pipeline),
-        bootstrap=_bootstrap(settings),
+        graph,
+        bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         settings=CoordinatorOptions(
             interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
@@ -242,11 +259,14 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    graph = load_graph(args.pipeline)
+    bootstrap = _bootstrap(settings, args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
     worker = Worker(
-        load_graph(args.pipeline),
+        graph,
         worker_id=args.worker_id,
         slots=args.slots,
-        bootstrap=_bootstrap(settings),
+        bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         work_dir=settings.state_dir / args.worker_id,
     )
