@@ -2,7 +2,8 @@
 
 Only this module configures logging handlers. Subcommands so far:
 
-* ``sluicegate dev kafka [--port N] [--data-dir D]``: run the development broker until Ctrl-C.
+* ``sluicegate dev kafka [--port N] [--controller-port N] [--data-dir D]``: run the
+  development broker until Ctrl-C.
 * ``sluicegate coordinator|worker --pipeline module:attr [--bootstrap HOST:PORT]``: the two
   processes of a pipeline; each waits for Kafka (retrying with backoff) before it starts.
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
@@ -68,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         "kafka", help=f"run a local single-node Apache Kafka {KAFKA_VERSION} broker until Ctrl-C"
     )
     kafka.add_argument("--port", type=int, default=9092, help="client port (0: any free port)")
+    kafka.add_argument(
+        "--controller-port",
+        type=int,
+        default=0,
+        help="KRaft controller port (default 0: any free port, chosen at each start)",
+    )
     kafka.add_argument(
         "--data-dir", type=Path, default=None, help="keep broker data here (default: temporary)"
     )
@@ -188,7 +195,12 @@ def _stop_on_sigterm() -> None:
 
 def _dev_kafka(args: argparse.Namespace) -> int:
     settings = CoordinatorSettings()
-    broker = DevBroker(port=args.port, data_dir=args.data_dir, kafka_home=settings.kafka_home)
+    broker = DevBroker(
+        port=args.port,
+        controller_port=args.controller_port,
+        data_dir=args.data_dir,
+        kafka_home=settings.kafka_home,
+    )
     try:
         broker.start()
         print(f"Kafka {KAFKA_VERSION} is ready at {broker.bootstrap}", flush=True)
