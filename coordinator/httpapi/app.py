@@ -34,7 +34,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
@@ -48,6 +47,7 @@ from coordinator.httpapi.view import (
     WorkerInfo,
 )
 from operators.exceptions import RetryableError, SluicegateError
+from operators.runtime.exposition import encode_metrics
 
 __all__ = ["CheckpointTriggered", "ErrorBody", "Health", "create_app"]
 
@@ -215,11 +215,8 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
     )
     async def get_metrics(request: Request) -> Response:
         """The coordinator's metrics in the Prometheus text format (OpenMetrics if accepted)."""
-        try:
-            encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        except ValueError:  # a malformed version in Accept: answer the compatible format
-            encoder, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
-        return Response(content=encoder(registry), media_type=content_type)
+        content, content_type = encode_metrics(registry, request.headers.get("accept"))
+        return Response(content=content, media_type=content_type)
 
     @app.get("/healthz", response_model=Health, tags=["operations"], summary="Liveness")
     async def get_healthz() -> Health:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from aiokafka import ConsumerRecord
 
+from operators.runtime.bounded import error_text
+
 __all__ = ["dead_letter_headers"]
 
 _MAX_ERROR = 2000
@@ -18,7 +20,7 @@ def dead_letter_headers(
     record: ConsumerRecord[bytes, bytes], error: BaseException, *, operator: str, subtask: str
 ) -> list[tuple[str, bytes]]:
     """The ``sg-dlq-*`` headers describing why ``record`` was dead-lettered."""
-    message = f"{type(error).__name__}: {error}"[:_MAX_ERROR]
+    message = error_text(error, _MAX_ERROR)
     return [
         ("sg-dlq-error", message.encode()),
         ("sg-dlq-operator", operator.encode()),

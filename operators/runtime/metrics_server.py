@@ -2,22 +2,36 @@
 
 The worker's asyncio loop is busy with subtasks (a sync process function may hold it for a
 while), so the scrape is answered by prometheus_client's small threaded HTTP server instead,
-which reads the registry under its own locks. It answers every path with the metrics.
+which reads the registry under its own locks. It answers every path with the metrics, in the
+format the ``Accept`` header asks for when it can, else in the Prometheus text format.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
 from operators.exceptions import ConfigError
+from operators.runtime.exposition import tolerant_accept
 
 __all__ = ["MetricsServer"]
 
 logger = logging.getLogger(__name__)
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged (one line per scrape is noise)."""
 
 
 class MetricsServer:
@@ -42,13 +56,22 @@ class MetricsServer:
         """
         try:
             served = REGISTRY if registry is None else registry
-            server, thread = start_http_server(port, addr=host, registry=served)
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+            server_class = type(
+                "MetricsHTTPServer", (_ThreadingServer,), {"address_family": family}
+            )
+            app = tolerant_accept(make_wsgi_app(served))
+            server: WSGIServer = make_server(
+                host, port, app, server_class, handler_class=_QuietHandler
+            )
         except OSError as exc:
             raise ConfigError(
                 "worker metrics address",
                 f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
                 "choose another --metrics-port or stop what uses this one",
             ) from exc
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
         metrics = cls(server, thread, host)
         logger.info("metrics at %s", metrics.url, extra={"metrics_url": metrics.url})
         return metrics

@@ -66,6 +66,7 @@ from operators.protocol.records import (
     encode_headers,
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
+from operators.runtime.bounded import error_text
 from operators.runtime.context import Emitted, OperatorOpenContext, RecordContext
 from operators.runtime.control import ControlLink
 from operators.runtime.deadletters import dead_letter_headers
@@ -512,9 +513,9 @@ class Subtask:
         assert self._producer is not None
         self.dead_letters += 1
         self._metrics.dead_letters.inc()
-        logger.warning(
-            "%s dead-letters %s[%s]@%s: %r",
-            self.name, incoming.topic, incoming.partition, incoming.offset, error,
+        logger.warning(  # bounded: the error's repr may hold the whole value
+            "%s dead-letters %s[%s]@%s: %s",
+            self.name, incoming.topic, incoming.partition, incoming.offset, error_text(error),
         )  # fmt: skip
         headers = dead_letter_headers(incoming, error, operator=self.id.uid, subtask=self.name)
         await self._producer.send(

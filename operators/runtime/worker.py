@@ -41,6 +41,7 @@ from operators.protocol.messages import (
     ToSubtask,
     TriggerCheckpoint,
 )
+from operators.runtime.bounded import error_text
 from operators.runtime.control import InboxLink, WorkerLink
 from operators.runtime.kafka_control import KafkaWorkerLink
 from operators.runtime.manifest import ManifestStore
@@ -198,6 +199,7 @@ class Worker:
             if exc is None:
                 continue
             hosted.reported = True
-            logger.error("subtask %s failed: %r", name, exc)
+            reason = error_text(exc)  # bounded: the error may quote a record
+            logger.error("subtask %s failed: %s", name, reason)
             corrupt = exc.checkpoint_id if isinstance(exc, CorruptCheckpointError) else None
-            await self.send(SubtaskFailed(name, self.attempt, repr(exc), corrupt))
+            await self.send(SubtaskFailed(name, self.attempt, reason, corrupt))

@@ -2,8 +2,10 @@
 
 Only this module configures logging handlers. Subcommands so far:
 
-* ``sluicegate dev kafka [--port N] [--data-dir D]``: run the development broker until Ctrl-C.
-* ``sluicegate coordinator|worker --pipeline module:attr``: the two processes of a pipeline.
+* ``sluicegate dev kafka [--port N] [--controller-port N] [--data-dir D]``: run the
+  development broker until Ctrl-C.
+* ``sluicegate coordinator|worker --pipeline module:attr [--bootstrap HOST:PORT]``: the two
+  processes of a pipeline; each waits for Kafka (retrying with backoff) before it starts.
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
 * ``sluicegate status``, ``sluicegate stop``, ``sluicegate checkpoint list|trigger|audit``: ask a
   running coordinator.
@@ -31,6 +33,8 @@ from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.cli.logs import configure_logging
+from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 
 __all__ = ["main"]
@@ -42,11 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sluicegate`` console script; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    configure_logging(verbose=args.verbose)
     _stop_on_sigterm()
     try:
         code: int = args.run(args)
@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument("--port", type=int, default=9092, help="client port (0: any free port)")
     kafka.add_argument(
+        "--controller-port",
+        type=int,
+        default=0,
+        help="KRaft controller port (default 0: any free port, chosen at each start)",
+    )
+    kafka.add_argument(
         "--data-dir", type=Path, default=None, help="keep broker data here (default: temporary)"
     )
     kafka.set_defaults(run=_dev_kafka)
@@ -81,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     coordinator.add_argument(
         "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
     )
+    _add_bootstrap(coordinator)
     coordinator.add_argument("--http-host", default="127.0.0.1", help="HTTP API address")
     coordinator.add_argument(
         "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
@@ -93,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
     )
     worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    _add_bootstrap(worker)
     worker.add_argument(
         "--metrics-port",
         type=int,
@@ -152,6 +160,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="Kafka bootstrap servers (default: $SLUICEGATE_KAFKA_BOOTSTRAP, else "
+        "127.0.0.1:9092); unreachable: retried with backoff until it answers",
+    )
+
+
 def _user() -> str:
     import getpass
 
@@ -177,7 +195,12 @@ def _stop_on_sigterm() -> None:
 
 def _dev_kafka(args: argparse.Namespace) -> int:
     settings = CoordinatorSettings()
-    broker = DevBroker(port=args.port, data_dir=args.data_dir, kafka_home=settings.kafka_home)
+    broker = DevBroker(
+        port=args.port,
+        controller_port=args.controller_port,
+        data_dir=args.data_dir,
+        kafka_home=settings.kafka_home,
+    )
     try:
         broker.start()
         print(f"Kafka {KAFKA_VERSION} is ready at {broker.bootstrap}", flush=True)
@@ -190,8 +213,8 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         broker.stop()
 
 
-def _bootstrap(settings: CoordinatorSettings) -> str:
-    return settings.kafka_bootstrap or "127.0.0.1:9092"
+def _bootstrap(settings: CoordinatorSettings, given: str | None = None) -> str:
+    return given or settings.kafka_bootstrap or "127.0.0.1:9092"
 
 
 def _coordinator(args: argparse.Namespace) -> int:
@@ -200,9 +223,12 @@ def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    graph = load_graph(args.pipeline)
+    bootstrap = _bootstrap(settings, args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
     service = Coordinator(
-        load_graph(args.pipeline),
-        bootstrap=_bootstrap(settings),
+        graph,
+        bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         settings=CoordinatorOptions(
             interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
@@ -245,11 +271,14 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    graph = load_graph(args.pipeline)
+    bootstrap = _bootstrap(settings, args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
     worker = Worker(
-        load_graph(args.pipeline),
+        graph,
         worker_id=args.worker_id,
         slots=args.slots,
-        bootstrap=_bootstrap(settings),
+        bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         work_dir=settings.state_dir / args.worker_id,
     )

@@ -32,7 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sluicegate.devkafka.exceptions import BrokerStartError
 from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
 
-__all__ = ["DevBroker", "free_port", "new_cluster_id", "wait_until_ready"]
+__all__ = ["DevBroker", "free_port", "new_cluster_id", "server_properties", "wait_until_ready"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,12 @@ def _accepts(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def server_properties(*, port: int, controller_port: int, log_dir: Path) -> str:
+    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in."""
+    template = string.Template((broker_resources() / "server.properties").read_text())
+    return template.substitute(port=port, controller_port=controller_port, log_dir=log_dir)
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -97,20 +103,25 @@ def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> st
 class DevBroker:
     """One KRaft broker process.
 
-    ``port=0`` picks a free port. Without ``data_dir`` the broker's data lives in a temporary
-    folder removed on `stop`; with one, the data is kept and reused on the next start.
+    ``port=0`` picks a free port; ``controller_port=0`` (the default) a free port for the
+    KRaft controller listener at each start. Without ``data_dir`` the broker's data lives in a
+    temporary folder removed on `stop`; with one, the data is kept and reused on the next start.
     """
 
     def __init__(
         self,
         *,
         port: int = 9092,
+        controller_port: int = 0,
         data_dir: Path | None = None,
         kafka_home: Path | None = None,
         heap: str = "512m",
         ready_timeout_s: float = 90.0,
     ) -> None:
         self.port = port or free_port()
+        self._given_controller_port = controller_port
+        self.controller_port: int | None = None
+        """The controller listener's port, once started."""
         self._given_data_dir = data_dir
         self._kafka_home = kafka_home
         self._heap = heap
@@ -240,21 +251,25 @@ class DevBroker:
         self.stop()
 
     def _check_port_free(self) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                raise BrokerStartError(
-                    f"port {self.port} on 127.0.0.1 is already in use: stop what listens there "
-                    "or pass another --port"
-                )
+        ports = [(self.port, "--port")]
+        if self._given_controller_port:
+            ports.append((self._given_controller_port, "--controller-port"))
+        for port, option in ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    raise BrokerStartError(
+                        f"port {port} on 127.0.0.1 is already in use: stop what listens there "
+                        f"or pass another {option}"
+                    )
 
     def _write_config(self, data_dir: Path) -> Path:
         # Placeholders keep their names even when the data dir is reused, so the controller
-        # port is chosen afresh each start; KRaft only records the node and cluster ids.
-        template = string.Template((broker_resources() / "server.properties").read_text())
+        # port may change between starts; KRaft only records the node and cluster ids.
+        self.controller_port = self._given_controller_port or free_port()
         config = data_dir / "server.properties"
         config.write_text(
-            template.substitute(
-                port=self.port, controller_port=free_port(), log_dir=data_dir / "log"
+            server_properties(
+                port=self.port, controller_port=self.controller_port, log_dir=data_dir / "log"
             )
         )
         return config

@@ -4,6 +4,7 @@ and async process functions (concurrent across keys, in order within a key)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -125,6 +126,34 @@ async def test_failing_and_malformed_records_go_to_the_dead_letter_topic(
     )
     assert b"sg-interval" in malformed["sg-dlq-error"]
     assert malformed["sg-dlq-offset"] == str(offset_of[b"k3"]).encode()
+
+
+async def test_one_bad_record_wedges_a_worker_no_more_its_dead_letter_log_line_is_short(
+    kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The warning used to log the error's repr: a UnicodeDecodeError's holds the whole value,
+    # a 3.6 MB line that killed the `up` supervisor's line reader and then wedged the worker.
+    tag = uuid.uuid4().hex[:8]
+    huge = b"\xff" * 900_000
+
+    def decode(record: Record, ctx: Context) -> None:
+        ctx.emit(f"out-{tag}", record.value.decode().upper().encode(), key=record.key)
+
+    graph = one_operator(tag, decode)
+    caplog.set_level(logging.WARNING, logger="operators.runtime.subtask")
+    async with running(graph, kafka_bootstrap, tmp_path) as job:
+        await produce(kafka_bootstrap, f"in-{tag}", [(b"bad", huge, []), (b"ok", b"fine", [])])
+        letters = await consume(kafka_bootstrap, dead_letter_topic(graph.name), 1, 1)
+        outputs = await consume(kafka_bootstrap, f"out-{tag}", 1, 1)
+        assert job.subtasks["op#0"].dead_letters == 1
+
+    assert [(r.key, r.value) for r in letters] == [(b"bad", huge)]
+    assert dict(letters[0].headers)["sg-dlq-error"].startswith(b"UnicodeDecodeError: 'utf-8'")
+    assert [(r.key, r.value) for r in outputs] == [(b"ok", b"FINE")]
+    warnings = [r.getMessage() for r in caplog.records if "dead-letters" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "UnicodeDecodeError" in warnings[0]
+    assert len(warnings[0]) < 500, warnings[0][:1000]
 
 
 async def test_async_functions_run_concurrently_across_keys_in_order_within_a_key(

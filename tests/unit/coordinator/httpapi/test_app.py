@@ -278,6 +278,23 @@ async def test_metrics_expose_the_injected_registry(http: httpx.AsyncClient) -> 
     assert openmetrics.text.endswith("# EOF\n")
 
 
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/openmetrics-text; version=banana",
+        "text/plain; version=banana",
+        "application/openmetrics-text; version=banana, text/plain;q=0.5",
+    ],
+)
+async def test_an_unparsable_accept_version_answers_200_in_the_prometheus_text_format(
+    http: httpx.AsyncClient, accept: str
+) -> None:
+    response = await http.get("/metrics", headers={"Accept": accept})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "sg_test_records_in_total 3.0" in response.text
+
+
 async def test_the_spec_describes_every_operation_and_its_errors(
     http: httpx.AsyncClient,
 ) -> None:

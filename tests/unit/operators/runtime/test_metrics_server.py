@@ -37,3 +37,34 @@ def test_a_busy_port_is_a_config_error() -> None:
         port = busy.getsockname()[1]
         with pytest.raises(ConfigError, match=f"127.0.0.1:{port}.*--metrics-port"):
             MetricsServer.start("127.0.0.1", port, CollectorRegistry())
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/openmetrics-text; version=banana",
+        "text/plain; version=banana",
+        "application/openmetrics-text; version=banana, text/plain;q=0.5",
+    ],
+)
+def test_an_unparsable_accept_version_answers_200_in_the_prometheus_text_format(
+    accept: str,
+) -> None:
+    registry = CollectorRegistry()
+    Counter("sluicegate_test_total", "A test counter", registry=registry).inc(3)
+    server = MetricsServer.start("127.0.0.1", 0, registry)
+    try:
+        request = urllib.request.Request(server.url, headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status, content_type = response.status, response.headers["Content-Type"]
+            text = response.read().decode()
+        openmetrics = urllib.request.Request(
+            server.url, headers={"Accept": "application/openmetrics-text"}
+        )
+        with urllib.request.urlopen(openmetrics, timeout=10) as response:
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text;")
+    finally:
+        server.stop()
+    assert status == 200
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    assert "sluicegate_test_total 3.0" in text
