@@ -394,8 +394,17 @@ class Coordinator:
         slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
         if sum(slots.values()) < len(self._subtasks):
             return
-        latest = await self.manifests.latest()
-        if latest is None and await self.manifests.completed():
+        found = await self.manifests.find_latest()
+        for lost in found.lost:
+            logger.warning(
+                "checkpoint %s is corrupt: it completed but %s; falling back to checkpoint %s",
+                lost.checkpoint_id, lost.reason,
+                found.manifest.checkpoint_id if found.manifest else None,
+            )  # fmt: skip
+            await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
+            self.restore_fallbacks += 1
+        latest = found.manifest
+        if latest is None and found.any_completed:
             logger.error(
                 "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
                 "(that would reprocess all input). Restore from a savepoint or clear the "
