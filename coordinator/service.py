@@ -17,7 +17,9 @@ themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`
    the manifest, broadcast ``completed(n)``, commit the sources' group offsets and apply
    retention; on a dead or restarted worker or a failed subtask, recover after the restart
    policy's delay: new attempt, reassign to live workers, restore everything. A checkpoint
-   whose files fail verification on restore is marked corrupt and the previous one is used;
+   whose files fail verification on restore is marked corrupt and the previous one is used.
+   When live workers call for another placement (one joined and would idle), rebalance right
+   after a checkpoint completes (little to replay): a recovery without the restart delay;
 4. on `request_stop` (``sluicegate stop``): no more periodic checkpoints or recoveries; a final
    checkpoint, then ``stop`` to every worker (`coordinator.stopping`); `run` returns once the
    job is ``stopped`` (or ``failed``), and starting a coordinator again resumes the job from
@@ -33,7 +35,12 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from coordinator.assignment import load_assignment, plan_assignment, save_assignment
+from coordinator.assignment import (
+    load_assignment,
+    plan_assignment,
+    save_assignment,
+    unbalanced,
+)
 from coordinator.barriers import inject_barriers
 from coordinator.checkpoint_stats import CheckpointStats
 from coordinator.checkpoints import AbortCause, AbortCheckpoint, CheckpointTracker
@@ -291,6 +298,25 @@ class Coordinator:
         await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
         if self.stats.completed % self.settings.audit_every == 0:
             await self._collect_orphans()
+        await self._rebalance(now)
+
+    async def _rebalance(self, now: float) -> None:
+        """Reassign when the live workers call for another plan (a worker joined): through
+        recovery from the checkpoint that just completed, with no restart delay (nothing
+        failed, so the restart policy is left alone)."""
+        if self.assign is None or self.stopping is not None or self.job.is_terminal:
+            return
+        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
+        plan = unbalanced(self._subtasks, slots, self.assign.assignment)
+        if plan is None:
+            return
+        logger.info(
+            "pipeline %s: rebalancing over workers %s (planned %s)",
+            self.graph.name, sorted(slots), plan,
+        )  # fmt: skip
+        self.job.apply(JobEvent.FAILURE_DETECTED)
+        self.assign = None
+        self._recover_at = now
 
     async def _collect_orphans(self) -> None:
         """Delete what two audits with a completed checkpoint between them found orphaned
