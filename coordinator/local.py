@@ -103,6 +103,7 @@ class LocalJob:
         self.completed: list[int] = []
         self.restored_from: int | None = None
         self._completed_event = asyncio.Event()
+        self._triggered_at: dict[int, float] = {}
 
     async def start(self) -> None:
         """Start or recover the job; steps in the module docstring."""
@@ -204,8 +205,9 @@ class LocalJob:
                 commit = tracker.on_ack(message)
                 if commit is not None:
                     result = await commit_checkpoint(
-                        self._manifests, tracker, self.graph.name, commit, now
-                    )
+                        self._manifests, tracker, self.graph.name, commit, now,
+                        triggered_at=self._triggered_at.pop(commit.checkpoint_id, None),
+                    )  # fmt: skip
                     if isinstance(result, AbortCheckpoint):
                         self._abort(control, result)
                     elif result is not None:
@@ -224,6 +226,7 @@ class LocalJob:
 
     async def _inject(self, action: InjectBarriers) -> None:
         assert self._producer is not None
+        self._triggered_at = {action.checkpoint_id: time.time()}  # at most one in flight
         await inject_barriers(
             self._producer, self._storage, self.graph, action.checkpoint_id, action.attempt
         )

@@ -280,7 +280,10 @@ class Coordinator:
         commit = tracker.on_ack(ack)
         if commit is None:
             return
-        result = await commit_checkpoint(self.manifests, tracker, self.graph.name, commit, now)
+        result = await commit_checkpoint(
+            self.manifests, tracker, self.graph.name, commit, now,
+            triggered_at=self.stats.triggered_at(commit.checkpoint_id),
+        )  # fmt: skip
         if isinstance(result, AbortCheckpoint):
             await self._abort(result)
         if not isinstance(result, tuple):
@@ -472,7 +475,7 @@ class Coordinator:
         assert self._producer is not None
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
-        self.stats.on_triggered(checkpoint_id, time.monotonic())
+        self.stats.on_triggered(checkpoint_id, time.monotonic(), time.time())
         await inject_barriers(self._producer, self.storage, self.graph, checkpoint_id, attempt)
 
     async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:

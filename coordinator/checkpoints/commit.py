@@ -24,12 +24,15 @@ async def commit_checkpoint(
     pipeline: str,
     commit: CommitManifest,
     now: float,
+    *,
+    triggered_at: float | None = None,
 ) -> tuple[CheckpointManifest, BroadcastCompleted] | AbortCheckpoint | None:
-    """1. build the manifest from the acks; 2. commit it with create-if-absent;
-    3. on success the checkpoint completed (manifest and what to broadcast); if a manifest of
-    that id exists already, the checkpoint is aborted (what to broadcast); None when stale."""
+    """1. build the manifest from the acks (``triggered_at``: unix time of the trigger, for
+    ``checkpoint list``); 2. commit it with create-if-absent; 3. on success the checkpoint
+    completed (manifest and what to broadcast); if a manifest of that id exists already, the
+    checkpoint is aborted (what to broadcast); None when stale."""
     manifest = CheckpointManifest.from_acks(
-        pipeline, commit.checkpoint_id, commit.attempt, commit.acks
+        pipeline, commit.checkpoint_id, commit.attempt, commit.acks, triggered_at=triggered_at
     )
     try:
         await manifests.commit(manifest)

@@ -44,7 +44,8 @@ __all__ = [
     "SubtaskSnapshot",
 ]
 
-MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = 2
+"""2 added ``triggered_at``; version 1 manifests are read as they are (``triggered_at`` None)."""
 _CORRUPT = "_corrupt"
 _COMPLETED = "_completed"
 
@@ -85,7 +86,10 @@ class CheckpointManifest(BaseModel):
     checkpoint_id: int = Field(ge=1)
     attempt: int = Field(ge=0)
     completed_at: float
+    """Unix time the manifest was built, just before its commit."""
     subtasks: dict[str, SubtaskSnapshot]
+    triggered_at: float | None = None
+    """Unix time the checkpoint was triggered (None: unknown, e.g. a version 1 manifest)."""
 
     @field_validator("schema_version")
     @classmethod
@@ -99,7 +103,13 @@ class CheckpointManifest(BaseModel):
 
     @classmethod
     def from_acks(
-        cls, pipeline: str, checkpoint_id: int, attempt: int, acks: Iterable[CheckpointAck]
+        cls,
+        pipeline: str,
+        checkpoint_id: int,
+        attempt: int,
+        acks: Iterable[CheckpointAck],
+        *,
+        triggered_at: float | None = None,
     ) -> CheckpointManifest:
         return cls(
             pipeline=pipeline,
@@ -107,6 +117,7 @@ class CheckpointManifest(BaseModel):
             attempt=attempt,
             completed_at=time.time(),
             subtasks={ack.subtask: SubtaskSnapshot.from_ack(ack) for ack in acks},
+            triggered_at=triggered_at,
         )
 
     def restore_point(self, subtask: str) -> RestorePoint:

@@ -31,6 +31,12 @@ class Sent:
     async def send_and_wait(self, topic: str, value: bytes, partition: int) -> None:
         self.messages.append(value)
 
+    async def send(self, topic: str, value: bytes, **_: object) -> None:
+        """Barriers into the sources: not kept."""
+
+    async def flush(self) -> None:
+        return None
+
 
 async def coordinator_with_checkpoints(*ids: int) -> Coordinator:
     storage = open_storage("memory://")
