@@ -1,6 +1,11 @@
 """Every metric the agents package exports; one `AgentMetrics` per registry.
 
 Labels: ``pipeline``, ``operator`` (the agent's uid) and, where it applies, ``subtask``.
+
+`AgentMetrics.start` creates every series of a subtask at 0 when its operator opens, for every
+value of the labels known up front (run statuses, token kinds, effect kinds and outcomes,
+journal statuses): a counter that only appeared once incremented vanished after a restart, and
+``rate``/``increase`` missed its first increment.
 """
 
 from __future__ import annotations
@@ -10,7 +15,14 @@ from weakref import WeakKeyDictionary
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-__all__ = ["AgentMetrics"]
+from agents.journal.entries import EffectKind
+from agents.state import RunStatus
+
+__all__ = ["EFFECT_OUTCOMES", "JOURNAL_STATUSES", "TOKEN_KINDS", "AgentMetrics"]
+
+TOKEN_KINDS = ("prompt", "completion")
+EFFECT_OUTCOMES = ("executed", "replayed", "unknown")
+JOURNAL_STATUSES = ("issued", "done")
 
 _LABELS = ("pipeline", "operator", "subtask")
 _lock = threading.Lock()
@@ -79,6 +91,29 @@ class AgentMetrics:
             _LABELS,
             registry=registry,
         )
+
+    def start(self, pipeline: str, operator: str, subtask: str) -> None:
+        """Create every series of ``subtask`` at 0 (counters) or their current value (gauges)."""
+        labels = (pipeline, operator, subtask)
+        for status in RunStatus:
+            self.runs.labels(*labels, status.value)
+            if status.finished:
+                self.runs_finished.labels(*labels, status.value)
+        for kind in TOKEN_KINDS:
+            self.tokens.labels(*labels, kind)
+        for effect in EffectKind:
+            for outcome in EFFECT_OUTCOMES:
+                self.effects.labels(*labels, effect.value, outcome)
+        for journal_status in JOURNAL_STATUSES:
+            self.journal_entries.labels(*labels, journal_status)
+        for metric in (
+            self.steps,
+            self.cost,
+            self.outcome_unknown,
+            self.approvals_waiting,
+            self.oldest_approval_wait,
+        ):
+            metric.labels(*labels)
 
     @classmethod
     def of(cls, registry: CollectorRegistry | None = None) -> AgentMetrics:

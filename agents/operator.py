@@ -97,6 +97,7 @@ class AgentOperator(Operator):
         self._attempt, self._subtask = ctx.attempt, ctx.subtask
         self._metrics = AgentMetrics.of(self._registry)
         self._labels = (self.pipeline, self.agent.name, ctx.subtask)
+        self._metrics.start(*self._labels)
         partitions = [p for t, p in ctx.input_partitions if t == self.topics.tasks]
         if self._journal is None:
             topic = ctx.owned_topic(JOURNAL_SUFFIX)

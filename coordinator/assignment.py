@@ -1,8 +1,19 @@
 """Which worker runs which subtask, planned stickily and stored durably per attempt.
 
-`plan_assignment` keeps every subtask on the worker that ran it in the previous attempt when
-that worker is alive and has a free slot (its local copy of the state makes the restore a
-hard link instead of a download), then spreads the rest round-robin over the free slots.
+`plan_assignment` balances first, then keeps what it can:
+
+1. how many subtasks each live worker runs (its *target*): one at a time to the worker with
+   the fewest so far among those with a free slot, so counts differ by at most one except where
+   a worker has no slot left; ties go to the worker that ran more subtasks in the previous
+   attempt, then to the smaller worker id;
+2. every worker keeps as many of its previous subtasks as its target allows (its local copy of
+   the state makes the restore a hard link instead of a download), in subtask order;
+3. the rest fill the remaining targets round-robin (one per worker per turn, in worker id
+   order), so a worker gets a mix of operators.
+
+The plan depends only on its arguments, and planning again from a plan gives the same plan:
+a balanced assignment is never reshuffled. `unbalanced` tells the coordinator when the live
+workers call for another plan (a worker joined), which it performs as a recovery.
 The plan of attempt ``A`` is written to ``assignments/<A>.json`` before it is broadcast (older
 plans are then deleted), so a restarted coordinator plans its first attempt from the last one.
 """
@@ -14,7 +25,13 @@ from collections.abc import Mapping, Sequence
 
 from operators.storage import NotFoundError, Storage
 
-__all__ = ["ASSIGNMENTS", "load_assignment", "plan_assignment", "save_assignment"]
+__all__ = [
+    "ASSIGNMENTS",
+    "load_assignment",
+    "plan_assignment",
+    "save_assignment",
+    "unbalanced",
+]
 
 ASSIGNMENTS = "assignments"
 _SCHEMA_VERSION = 1
@@ -26,26 +43,53 @@ Assignment = dict[str, tuple[str, ...]]
 def plan_assignment(
     subtasks: Sequence[str], slots: Mapping[str, int], previous: Mapping[str, str] | None = None
 ) -> Assignment:
-    """Place ``subtasks`` on workers within their ``slots``; ``previous``: subtask -> worker."""
-    free = dict(sorted(slots.items()))
-    plan: dict[str, list[str]] = {w: [] for w in free}
+    """Place ``subtasks`` on workers within their ``slots``, balanced, keeping each where
+    ``previous`` (subtask -> worker) had it when balance allows; steps in the module docstring.
+
+    Raises:
+        ValueError: the workers have fewer slots than there are subtasks.
+    """
+    if sum(max(n, 0) for n in slots.values()) < len(subtasks):
+        raise ValueError(f"{len(subtasks)} subtasks do not fit in {sum(slots.values())} slots")
+    previous = previous or {}
+    workers = sorted(slots)
+    wanted = {w: sum(1 for s in subtasks if previous.get(s) == w) for w in workers}
+    target = dict.fromkeys(workers, 0)
+    for _ in subtasks:
+        fewest = min(
+            (w for w in workers if target[w] < slots[w]),
+            key=lambda w: (target[w], -wanted[w], w),
+        )
+        target[fewest] += 1
+    plan: dict[str, list[str]] = {w: [] for w in workers}
     rest: list[str] = []
     for subtask in subtasks:
-        worker = (previous or {}).get(subtask)
-        if worker in free and len(plan[worker]) < free[worker]:
+        worker = previous.get(subtask)
+        if worker in plan and len(plan[worker]) < target[worker]:
             plan[worker].append(subtask)
         else:
             rest.append(subtask)
-    # Round-robin the rest over the free slots, one per worker per turn.
-    while rest:
-        placed = False
-        for worker in free:
-            if rest and len(plan[worker]) < free[worker]:
+    while rest:  # round-robin, one per worker per turn: each gets a mix of operators
+        for worker in workers:
+            if rest and len(plan[worker]) < target[worker]:
                 plan[worker].append(rest.pop(0))
-                placed = True
-        if not placed:
-            raise ValueError(f"{len(rest)} subtasks do not fit in {sum(free.values())} slots")
     return {w: tuple(s) for w, s in plan.items()}
+
+
+def unbalanced(
+    subtasks: Sequence[str], slots: Mapping[str, int], current: Assignment
+) -> Assignment | None:
+    """The plan the live workers' ``slots`` call for, if it differs from ``current`` (e.g. a
+    worker joined and would idle); None when ``current`` stands or the slots are too few."""
+    if sum(slots.values()) < len(subtasks):
+        return None
+    previous = {s: w for w, subs in current.items() for s in subs}
+    plan = plan_assignment(subtasks, slots, previous)
+    return None if _placement(plan) == _placement(current) else plan
+
+
+def _placement(assignment: Assignment) -> dict[str, frozenset[str]]:
+    return {w: frozenset(subs) for w, subs in assignment.items() if subs}
 
 
 async def save_assignment(storage: Storage, attempt: int, assignment: Assignment) -> None:

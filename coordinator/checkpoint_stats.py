@@ -114,15 +114,25 @@ class CheckpointStats:
         self.last_full_bytes: int | None = None
         self.last_incremental_bytes: int | None = None
         self._triggered: tuple[int, float] | None = None
+        self._triggered_at: tuple[int, float] | None = None
 
     def seed(self, newest: CheckpointManifest | None) -> None:
         """Start from the newest completed checkpoint in storage (None: there is none)."""
         if newest is not None and (self.last_completed_id or 0) < newest.checkpoint_id:
             self._set_last(newest)
 
-    def on_triggered(self, checkpoint_id: int, now: float) -> None:
-        """``checkpoint_id`` was triggered at ``now`` (at most one is in flight)."""
+    def on_triggered(self, checkpoint_id: int, now: float, at: float | None = None) -> None:
+        """``checkpoint_id`` was triggered at ``now`` (at most one is in flight); ``at``: the
+        unix time of it, which `triggered_at` answers."""
         self._triggered = (checkpoint_id, now)
+        if at is not None:
+            self._triggered_at = (checkpoint_id, at)
+
+    def triggered_at(self, checkpoint_id: int) -> float | None:
+        """Unix time ``checkpoint_id`` was triggered, if it is the newest one triggered."""
+        if self._triggered_at is not None and self._triggered_at[0] == checkpoint_id:
+            return self._triggered_at[1]
+        return None
 
     def on_completed(self, manifest: CheckpointManifest, now: float) -> None:
         """The manifest of a checkpoint was committed at ``now``: it completed."""

@@ -124,7 +124,8 @@ class CoordinatorCollector(Collector):
         )
         yield counter(
             "sluicegate_restore_fallbacks",
-            "Restores that fell back to an older checkpoint because a file was corrupt.",
+            "Restores that fell back to an older checkpoint because a file or the manifest of a "
+            "newer one was corrupt or missing.",
             c.restore_fallbacks,
         )
         yield gauge("sluicegate_attempt", "The current attempt.", c.attempt)

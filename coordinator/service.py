@@ -20,7 +20,9 @@ loop either way.
    acked, commit the manifest, broadcast ``completed(n)``, commit the sources' group offsets
    and apply retention; on a dead or restarted worker or a failed subtask, recover after the restart
    policy's delay: new attempt, reassign to live workers, restore everything. A checkpoint
-   whose files fail verification on restore is marked corrupt and the previous one is used;
+   whose files fail verification on restore is marked corrupt and the previous one is used.
+   When live workers call for another placement (one joined and would idle), rebalance right
+   after a checkpoint completes (little to replay): a recovery without the restart delay;
 4. on `request_stop` (``sluicegate stop``): no more periodic checkpoints or recoveries; a final
    checkpoint, then ``stop`` to every worker (`coordinator.stopping`); `run` returns once the
    job is ``stopped`` (or ``failed``), and starting a coordinator again resumes the job from
@@ -36,7 +38,12 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from coordinator.assignment import load_assignment, plan_assignment, save_assignment
+from coordinator.assignment import (
+    load_assignment,
+    plan_assignment,
+    save_assignment,
+    unbalanced,
+)
 from coordinator.checkpoint_stats import CheckpointStats
 from coordinator.checkpoints import (
     AbortCause,
@@ -302,6 +309,7 @@ class Coordinator:
             self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
         await self._commit_source_offsets(manifest)
         await self._clean_up()
+        await self._rebalance(now)
 
     async def _commit(
         self, tracker: CheckpointTracker, commit: CommitManifest, now: float
@@ -310,8 +318,9 @@ class Coordinator:
         committed manifest, or None after aborting the checkpoint (the manifest exists already,
         or storage failed: the job runs on, and periodic checkpoints back off)."""
         manifest = CheckpointManifest.from_acks(
-            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks
-        )
+            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
+            triggered_at=self.stats.triggered_at(commit.checkpoint_id),
+        )  # fmt: skip
         try:
             await self.manifests.commit(manifest)
         except AlreadyExistsError:
@@ -336,6 +345,24 @@ class Coordinator:
                 await self._collect_orphans()
         except StorageError as exc:
             logger.warning("retention postponed: checkpoint storage failed: %s", exc)
+
+    async def _rebalance(self, now: float) -> None:
+        """Reassign when the live workers call for another plan (a worker joined): through
+        recovery from the checkpoint that just completed, with no restart delay (nothing
+        failed, so the restart policy is left alone)."""
+        if self.assign is None or self.stopping is not None or self.job.is_terminal:
+            return
+        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
+        plan = unbalanced(self._subtasks, slots, self.assign.assignment)
+        if plan is None:
+            return
+        logger.info(
+            "pipeline %s: rebalancing over workers %s (planned %s)",
+            self.graph.name, sorted(slots), plan,
+        )  # fmt: skip
+        self.job.apply(JobEvent.FAILURE_DETECTED)
+        self.assign = None
+        self._recover_at = now
 
     async def _collect_orphans(self) -> None:
         """Delete what two audits with a completed checkpoint between them found orphaned
@@ -443,8 +470,17 @@ class Coordinator:
         slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
         if sum(slots.values()) < len(self._subtasks):
             return
-        latest = await self.manifests.latest()
-        if latest is None and await self.manifests.completed():
+        found = await self.manifests.find_latest()
+        for lost in found.lost:
+            logger.warning(
+                "checkpoint %s is corrupt: it completed but %s; falling back to checkpoint %s",
+                lost.checkpoint_id, lost.reason,
+                found.manifest.checkpoint_id if found.manifest else None,
+            )  # fmt: skip
+            await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
+            self.restore_fallbacks += 1
+        latest = found.manifest
+        if latest is None and found.any_completed:
             logger.error(
                 "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
                 "(that would reprocess all input). Restore from a savepoint or clear the "
@@ -485,7 +521,7 @@ class Coordinator:
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
         now = time.monotonic()
-        self.stats.on_triggered(checkpoint_id, now)
+        self.stats.on_triggered(checkpoint_id, now, time.time())
         try:
             await mark_triggered(self.storage, checkpoint_id)
         except StorageError as exc:

@@ -105,7 +105,7 @@ class CoordinatorStatus:
                     checkpoint_id=m.checkpoint_id,
                     attempt=m.attempt,
                     status=CheckpointStatus.COMPLETED,
-                    triggered_at=None,
+                    triggered_at=m.triggered_at,
                     completed_at=m.completed_at,
                     full_bytes=m.full_bytes,
                     incremental_bytes=m.uploaded_bytes,
@@ -120,7 +120,9 @@ class CoordinatorStatus:
             )
         tracker = self._c.tracker
         if tracker is not None and tracker.in_flight is not None:
-            infos.append(_empty(tracker.in_flight, tracker.attempt, CheckpointStatus.IN_PROGRESS))
+            in_flight = _empty(tracker.in_flight, tracker.attempt, CheckpointStatus.IN_PROGRESS)
+            triggered_at = self._c.stats.triggered_at(tracker.in_flight)
+            infos.append(in_flight.model_copy(update={"triggered_at": triggered_at}))
         return infos  # the API orders them, newest first
 
     async def trigger_checkpoint(self) -> int:

@@ -4,7 +4,8 @@
 
     FatalError
     ├── SubtaskFencedError       a newer attempt wrote to an input: this subtask is a zombie
-    ├── CorruptCheckpointError   a file of the restored checkpoint failed verification
+    ├── CorruptCheckpointError   a file of the restored checkpoint is missing or failed
+    │                            verification
     └── SinkProgressError        the sink published checkpoints this job has no state for
 """
 
@@ -24,11 +25,13 @@ class SubtaskFencedError(FatalError):
 
 
 class CorruptCheckpointError(FatalError):
-    """A file of the checkpoint being restored failed its size or checksum check."""
+    """A file of the checkpoint being restored is missing from storage, or failed its size or
+    checksum check: either way the checkpoint cannot be restored (``missing`` says which)."""
 
-    def __init__(self, checkpoint_id: int, path: str) -> None:
-        super().__init__(f"checkpoint {checkpoint_id} is corrupt: {path} failed verification")
-        self.checkpoint_id, self.path = checkpoint_id, path
+    def __init__(self, checkpoint_id: int, path: str, *, missing: bool = False) -> None:
+        problem = "is missing from storage" if missing else "failed verification"
+        super().__init__(f"checkpoint {checkpoint_id} is corrupt: {path} {problem}")
+        self.checkpoint_id, self.path, self.missing = checkpoint_id, path, missing
 
 
 class SinkProgressError(FatalError):

@@ -4,14 +4,24 @@ A manifest lists, per subtask, ``R_p`` for every input partition and the `StateH
 file with its storage path, size and checksum). It is committed with create-if-absent at
 ``checkpoints/<n>/_manifest.json``, so it is visible only once complete and never overwritten:
 a checkpoint without a manifest did not complete, whatever files it uploaded.
+
+Right after the manifest, `ManifestStore.commit` leaves ``checkpoints/<n>/_completed``. The
+marker outlives a manifest deleted or damaged by anything but retention (which deletes whole
+folders, oldest first), so `ManifestStore.find_latest` can tell "checkpoint ``n`` completed but
+can no longer be restored" from "checkpoint ``n`` never completed" (an aborted one leaves only
+``_triggered``): a completed marker newer than the checkpoint restored from, whose manifest is
+missing or unreadable and that is not marked corrupt yet, is a `LostCheckpoint`, and the
+restore falls back past it. A crash between the manifest and the marker leaves a checkpoint
+without one: it restores normally, and only its later loss would go unnoticed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from operators.protocol.messages import CheckpointAck, RestorePoint, StateHandle
 from operators.protocol.records import TopicPartition
@@ -23,10 +33,19 @@ from operators.storage.layout import (
     parse_checkpoint_id,
 )
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "CheckpointManifest", "ManifestStore", "SubtaskSnapshot"]
+__all__ = [
+    "MANIFEST_SCHEMA_VERSION",
+    "CheckpointManifest",
+    "LatestCheckpoint",
+    "LostCheckpoint",
+    "ManifestStore",
+    "SubtaskSnapshot",
+]
 
-MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = 2
+"""2 added ``triggered_at``; version 1 manifests are read as they are (``triggered_at`` None)."""
 _CORRUPT = "_corrupt"
+_COMPLETED = "_completed"
 
 
 class SubtaskSnapshot(BaseModel):
@@ -65,7 +84,10 @@ class CheckpointManifest(BaseModel):
     checkpoint_id: int = Field(ge=1)
     attempt: int = Field(ge=0)
     completed_at: float
+    """Unix time the manifest was built, just before its commit."""
     subtasks: dict[str, SubtaskSnapshot]
+    triggered_at: float | None = None
+    """Unix time the checkpoint was triggered (None: unknown, e.g. a version 1 manifest)."""
 
     @field_validator("schema_version")
     @classmethod
@@ -79,7 +101,13 @@ class CheckpointManifest(BaseModel):
 
     @classmethod
     def from_acks(
-        cls, pipeline: str, checkpoint_id: int, attempt: int, acks: Iterable[CheckpointAck]
+        cls,
+        pipeline: str,
+        checkpoint_id: int,
+        attempt: int,
+        acks: Iterable[CheckpointAck],
+        *,
+        triggered_at: float | None = None,
     ) -> CheckpointManifest:
         return cls(
             pipeline=pipeline,
@@ -87,6 +115,7 @@ class CheckpointManifest(BaseModel):
             attempt=attempt,
             completed_at=time.time(),
             subtasks={ack.subtask: SubtaskSnapshot.from_ack(ack) for ack in acks},
+            triggered_at=triggered_at,
         )
 
     def restore_point(self, subtask: str) -> RestorePoint:
@@ -108,6 +137,30 @@ class CheckpointManifest(BaseModel):
         return sum(s.handle.uploaded_bytes for s in self.subtasks.values())
 
 
+@dataclass(frozen=True, slots=True)
+class LostCheckpoint:
+    """Checkpoint ``checkpoint_id`` completed (its ``_completed`` marker says so) but its
+    manifest is gone or unreadable; ``reason`` says which."""
+
+    checkpoint_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LatestCheckpoint:
+    """What `ManifestStore.find_latest` found."""
+
+    manifest: CheckpointManifest | None
+    """The newest restorable checkpoint, or None."""
+    lost: tuple[LostCheckpoint, ...]
+    """Completed checkpoints newer than ``manifest`` that cannot be restored any more and are
+    not marked corrupt yet: restoring from ``manifest`` falls back past them. Oldest first."""
+    any_completed: bool
+    """Whether any checkpoint ever completed that storage still knows of (a manifest, or a
+    completed marker): if so and ``manifest`` is None, starting from scratch would reprocess
+    everything."""
+
+
 class ManifestStore:
     """Commits and finds checkpoint manifests in `Storage`."""
 
@@ -118,6 +171,7 @@ class ManifestStore:
         """Make ``manifest`` visible atomically; raises `AlreadyExistsError` if it is."""
         data = manifest.model_dump_json(indent=1).encode()
         await self._storage.put_if_absent(checkpoint_manifest(manifest.checkpoint_id), data)
+        await self._storage.put(_completed_marker(manifest.checkpoint_id), b"")
 
     async def load(self, checkpoint_id: int) -> CheckpointManifest:
         data = await self._storage.get(checkpoint_manifest(checkpoint_id))
@@ -146,15 +200,40 @@ class ManifestStore:
 
     async def latest(self) -> CheckpointManifest | None:
         """The newest completed checkpoint not marked corrupt, or None."""
-        corrupt = await self.corrupt()
-        for n in reversed(await self.completed()):
+        return (await self.find_latest()).manifest
+
+    async def find_latest(self) -> LatestCheckpoint:
+        """The newest restorable checkpoint, and the completed ones newer than it that were
+        lost (the rule in the module docstring). Nothing is marked: the caller reports the
+        lost ones (`mark_corrupt`), so they are reported once."""
+        paths = await self._storage.list(CHECKPOINTS)
+        corrupt, manifests, completed = set(), set(), set()
+        for path in paths:
+            n = parse_checkpoint_id(path)
+            if n is None:
+                continue
+            if path == checkpoint_manifest(n):
+                manifests.add(n)
+            elif path == _completed_marker(n):
+                completed.add(n)
+            elif path == f"{checkpoint_prefix(n)}/{_CORRUPT}":
+                corrupt.add(n)
+        lost: list[LostCheckpoint] = []
+        found: CheckpointManifest | None = None
+        for n in sorted(manifests | completed, reverse=True):
             if n in corrupt:
                 continue
             try:
-                return await self.load(n)
+                found = await self.load(n)
+                break
             except NotFoundError:
-                continue
-        return None
+                # Listed but gone since (retention, in another process) is no loss: only a
+                # completed marker says the manifest should still be there.
+                if n in completed:
+                    lost.append(LostCheckpoint(n, "its manifest is missing"))
+            except (ValidationError, UnicodeDecodeError) as exc:
+                lost.append(LostCheckpoint(n, f"its manifest cannot be read: {_first_line(exc)}"))
+        return LatestCheckpoint(found, tuple(reversed(lost)), bool(manifests or completed))
 
     async def mark_corrupt(self, checkpoint_id: int, reason: str) -> None:
         """Never restore from ``checkpoint_id`` again: a stored file failed verification."""
@@ -167,3 +246,12 @@ class ManifestStore:
             for path in await self._storage.list(CHECKPOINTS)
             if path.endswith(f"/{_CORRUPT}") and (n := parse_checkpoint_id(path)) is not None
         }
+
+
+def _completed_marker(checkpoint_id: int) -> str:
+    return f"{checkpoint_prefix(checkpoint_id)}/{_COMPLETED}"
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

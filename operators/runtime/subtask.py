@@ -84,7 +84,7 @@ from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.state.local_checkpoint import LocalCheckpoint
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.store import PartitionState
-from operators.storage import CorruptFileError, Storage, StorageError
+from operators.storage import CorruptFileError, NotFoundError, Storage, StorageError
 
 __all__ = [
     "RECORD_ID_HEADER",
@@ -219,6 +219,12 @@ class Subtask:
             source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
         except CorruptFileError as exc:
             raise CorruptCheckpointError(self._restore.checkpoint_id, exc.path) from exc
+        except NotFoundError as exc:
+            # A file the manifest lists is gone (deleted by hand, a lost bucket object, a
+            # retention bug): as unrestorable as a corrupt one, so the same fallback applies.
+            raise CorruptCheckpointError(
+                self._restore.checkpoint_id, exc.path, missing=True
+            ) from exc
         self._store = RocksDBStateStore.restore(source, db_dir)
 
     async def _start_producers(self) -> None:

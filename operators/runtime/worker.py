@@ -46,7 +46,7 @@ from operators.runtime.control import InboxLink, WorkerLink
 from operators.runtime.kafka_control import KafkaWorkerLink
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
-from operators.storage import Storage
+from operators.storage import NotFoundError, Storage
 
 __all__ = ["Worker"]
 
@@ -159,7 +159,19 @@ class Worker:
         mine = assign.assignment.get(self.worker_id, ())
         manifest = None
         if assign.restore_from is not None:
-            manifest = await ManifestStore(self._storage).load(assign.restore_from)
+            try:
+                manifest = await ManifestStore(self._storage).load(assign.restore_from)
+            except NotFoundError:
+                # Deleted since the coordinator chose it: as unrestorable as a corrupt file.
+                # Report it rather than die, so the coordinator falls back at once.
+                logger.error(
+                    "worker %s: the manifest of checkpoint %s is missing",
+                    self.worker_id, assign.restore_from,
+                )  # fmt: skip
+                for name in mine:
+                    reason = f"the manifest of checkpoint {assign.restore_from} is missing"
+                    await self.send(SubtaskFailed(name, self.attempt, reason, assign.restore_from))
+                return
         for name in mine:
             link = InboxLink(self.send)
             subtask = Subtask(

@@ -242,8 +242,10 @@ async def test_apply_deletes_dropped_checkpoints_and_their_own_files() -> None:
     assert plan.keep_checkpoints == (4, 5)
     assert await ManifestStore(storage).completed() == [4, 5]
     assert await storage.list("checkpoints") == [
+        "checkpoints/4/_completed",
         checkpoint_manifest(4),
         "checkpoints/4/_triggered",
+        "checkpoints/5/_completed",
         checkpoint_manifest(5),
         "checkpoints/5/_triggered",
         "checkpoints/6/_triggered",

@@ -1,0 +1,141 @@
+"""Restore fallbacks on the real broker: the coordinator and its workers in this event loop.
+
+A shared file of the newest checkpoint deleted from storage makes the restore of a fresh worker
+(no local copy) fail; the coordinator marks that checkpoint corrupt, falls back to the one
+before, and the word count's final counts are still exact (falling back behind the last
+published checkpoint republishes what was replayed: the sink holds every count at least once,
+and the final count of each word is right)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from coordinator.metrics import CoordinatorCollector
+from coordinator.service import Coordinator, CoordinatorOptions
+from operators.runtime.manifest import ManifestStore
+from operators.runtime.topics import ensure_topics
+from operators.runtime.worker import Worker
+from operators.storage import Storage, open_storage
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def worker(name: str, tag: str, bootstrap: str, storage: Storage, tmp_path: Path) -> Worker:
+    return Worker(
+        word_count(tag),
+        worker_id=name,
+        slots=4,
+        bootstrap=bootstrap,
+        storage=storage,
+        work_dir=tmp_path / name,  # its own folder: no local copy of another worker's state
+        heartbeat_seconds=0.3,
+    )
+
+
+async def wait_for(
+    what: str, check: Callable[[], Awaitable[bool]], seconds: float, tasks: list[asyncio.Task[None]]
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not await check():
+        for task in tasks:
+            assert not task.done(), f"{task.get_name()} ended: {task}"
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(5)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    storage = open_storage(tmp_path / "storage")
+    manifests = ManifestStore(storage)
+    lines = [" ".join(rng.choices(WORDS, k=rng.randint(1, 3))) for _ in range(3000)]
+    expected = Counter(w for line in lines for w in line.split())
+    coordinator = Coordinator(
+        graph,
+        bootstrap=kafka_bootstrap,
+        storage=storage,
+        settings=CoordinatorOptions(interval_seconds=0.3, heartbeat_timeout_seconds=3),
+    )
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(coordinator))
+    first = worker("w1", tag, kafka_bootstrap, storage, tmp_path)
+    tasks = [
+        asyncio.create_task(coordinator.run(), name="coordinator"),
+        asyncio.create_task(first.run(), name="w1"),
+    ]
+    try:
+        # Input keeps arriving, so checkpoints hold new SST files.
+        for start in range(0, 1500, 100):
+            await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[start : start + 100])
+            await asyncio.sleep(0.1)  # pacing the input, not waiting for a condition
+
+        async def three_checkpoints() -> bool:
+            return len(await manifests.completed()) >= 3
+
+        await wait_for("three checkpoints", three_checkpoints, 90, tasks)
+        w1 = tasks.pop()
+        w1.cancel()  # the worker dies: no more checkpoints complete
+        await asyncio.gather(w1, return_exceptions=True)
+
+        newest = await manifests.latest()
+        assert newest is not None
+        victim = None
+        for older_id in reversed((await manifests.completed())[:-1]):
+            older = await manifests.load(older_id)
+            kept = {f.path for s in older.subtasks.values() for f in s.handle.files}
+            new = [
+                f
+                for s in newest.subtasks.values()
+                for f in s.handle.files
+                if f.name.endswith(".sst") and f.path not in kept
+            ]
+            if new:
+                victim = new[0]
+                break
+        assert victim is not None, "the newest checkpoint has no SST an older one lacks"
+        await storage.delete(victim.path)
+
+        second = worker("w2", tag, kafka_bootstrap, storage, tmp_path)
+        tasks.append(asyncio.create_task(second.run(), name="w2"))
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[1500:])
+
+        async def marked_corrupt() -> bool:
+            return newest.checkpoint_id in await manifests.corrupt()
+
+        await wait_for("the checkpoint marked corrupt", marked_corrupt, 90, tasks)
+        fallbacks = registry.get_sample_value(
+            "sluicegate_restore_fallbacks_total", {"pipeline": graph.name}
+        )
+        assert fallbacks == 1
+
+        seen: dict[str, set[int]] = defaultdict(set)
+        wanted = sum(expected.values())
+        deadline = time.monotonic() + 120
+        while any(max(seen[w], default=0) < n for w, n in expected.items()):
+            assert time.monotonic() < deadline, "the sink never reached the final counts"
+            records = await read_sink(kafka_bootstrap, f"counts-{tag}", wanted, timeout_s=10)
+            wanted = len(records) + 1
+            for r in records:
+                seen[(r.key or b"").decode()].add(int(r.value))
+        for word, n in expected.items():
+            assert seen[word] == set(range(1, n + 1)), word
+        assert coordinator.assign is not None
+        assert coordinator.assign.restore_from is not None
+        assert coordinator.assign.restore_from < newest.checkpoint_id
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

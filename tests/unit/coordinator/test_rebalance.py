@@ -1,0 +1,71 @@
+"""A worker that joins a running job gets subtasks: right after the next checkpoint completes
+the coordinator reassigns through a recovery from it (no restart delay), balanced over the
+live workers. Without a broker: the coordinator's Kafka producer is a fake that keeps what it
+broadcasts."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from coordinator.job_state import JobState
+from coordinator.service import Coordinator
+from operators.protocol.messages import Assign, CheckpointAck, Heartbeat
+from operators.protocol.wire import decode_message
+from operators.storage import open_storage
+from sluicegate.demos.wordcount import word_count
+from tests.helpers import fake_state_handle
+from tests.unit.coordinator.test_restore_fallback import Sent
+
+
+def join(c: Coordinator, worker: str, now: float) -> None:
+    beat = Heartbeat(worker, f"{worker}-1", slots=4, attempt=0, subtasks=())
+    c.liveness.on_heartbeat(worker, now, beat)
+
+
+async def complete_a_checkpoint(c: Coordinator) -> int:
+    assert c.tracker is not None
+    assert c.assign is not None
+    inject = c.tracker.trigger(time.monotonic(), forced=True)
+    assert inject is not None
+    n = inject.checkpoint_id
+    for subtask in (s for subs in c.assign.assignment.values() for s in subs):
+        handle = fake_state_handle(f"shared/{subtask}-{n}", n)
+        await c._on_message(CheckpointAck(subtask, n, c.attempt, {}, handle))
+    return n
+
+
+def assigns(sent: Sent) -> list[Assign]:
+    return [m for m in map(decode_message, sent.messages) if isinstance(m, Assign)]
+
+
+async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> None:
+    c = Coordinator(
+        word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=open_storage("memory://")
+    )
+    sent = Sent()
+    c._link = sent
+    now = time.monotonic()
+    join(c, "w1", now)
+    await c._new_attempt()
+    await c._tick(now)  # w1 alone has the slots for every subtask: it gets all four
+    assert c.assign is not None
+    assert {w: len(s) for w, s in c.assign.assignment.items()} == {"w1": 4}
+    first_attempt = c.attempt
+
+    join(c, "w2", time.monotonic())
+    n = await complete_a_checkpoint(c)
+    # Recovering at once, from the checkpoint that just completed.
+    assert c.job.state is JobState.RECOVERING
+    await c._tick(time.monotonic())
+
+    assign = assigns(sent)[-1]
+    assert assign == c.assign
+    assert assign.attempt == first_attempt + 1
+    assert assign.restore_from == n
+    assert {w: len(s) for w, s in assign.assignment.items()} == {"w1": 2, "w2": 2}
+    assert c.restore_fallbacks == 0
+
+    await complete_a_checkpoint(c)  # balanced now: no further reassignment
+    assert c.assign is not None
+    assert c.attempt == first_attempt + 1
