@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     kafka.add_argument(
         "--data-dir", type=Path, default=None, help="keep broker data here (default: temporary)"
     )
+    kafka.add_argument(
+        "--auto-create-topics",
+        action="store_true",
+        help="producing to a topic nobody created creates it (1 partition), e.g. with kcat -P; "
+        "start pipelines first so that they create their topics with the declared partitions",
+    )
     kafka.set_defaults(run=_dev_kafka)
 
     pipeline_help = "the pipeline as module:attribute (a Pipeline, a JobGraph or a function)"
@@ -199,6 +205,7 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         port=args.port,
         controller_port=args.controller_port,
         data_dir=args.data_dir,
+        auto_create_topics=args.auto_create_topics,
         kafka_home=settings.kafka_home,
     )
     try:

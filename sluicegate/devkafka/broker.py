@@ -79,10 +79,17 @@ def _accepts(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def server_properties(*, port: int, controller_port: int, log_dir: Path) -> str:
+def server_properties(
+    *, port: int, controller_port: int, log_dir: Path, auto_create_topics: bool = False
+) -> str:
     """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in."""
     template = string.Template((broker_resources() / "server.properties").read_text())
-    return template.substitute(port=port, controller_port=controller_port, log_dir=log_dir)
+    return template.substitute(
+        port=port,
+        controller_port=controller_port,
+        log_dir=log_dir,
+        auto_create_topics=str(auto_create_topics).lower(),
+    )
 
 
 def _die_with_parent() -> None:
@@ -106,6 +113,8 @@ class DevBroker:
     ``port=0`` picks a free port; ``controller_port=0`` (the default) a free port for the
     KRaft controller listener at each start. Without ``data_dir`` the broker's data lives in a
     temporary folder removed on `stop`; with one, the data is kept and reused on the next start.
+    ``auto_create_topics``: producing to a topic nobody created creates it (one partition), for
+    experiments with kcat; off by default, since it races the coordinator's own topic creation.
     """
 
     def __init__(
@@ -117,8 +126,10 @@ class DevBroker:
         kafka_home: Path | None = None,
         heap: str = "512m",
         ready_timeout_s: float = 90.0,
+        auto_create_topics: bool = False,
     ) -> None:
         self.port = port or free_port()
+        self.auto_create_topics = auto_create_topics
         self._given_controller_port = controller_port
         self.controller_port: int | None = None
         """The controller listener's port, once started."""
@@ -269,7 +280,10 @@ class DevBroker:
         config = data_dir / "server.properties"
         config.write_text(
             server_properties(
-                port=self.port, controller_port=self.controller_port, log_dir=data_dir / "log"
+                port=self.port,
+                controller_port=self.controller_port,
+                log_dir=data_dir / "log",
+                auto_create_topics=self.auto_create_topics,
             )
         )
         return config

@@ -1,5 +1,6 @@
-"""A DevBroker started with a chosen controller port listens there, and producing to a topic
-nobody created works (the README's kcat example): a broker of its own, as configured."""
+"""A DevBroker started with a chosen controller port listens there, and with
+``auto_create_topics`` producing to a topic nobody created works (the README's kcat example):
+a broker of its own, as configured."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from sluicegate.devkafka import DevBroker, free_port
 
 @pytest.fixture(scope="module")
 def own_broker() -> Iterator[DevBroker]:
-    broker = DevBroker(port=0, controller_port=free_port())
+    broker = DevBroker(port=0, controller_port=free_port(), auto_create_topics=True)
     broker.start()
     try:
         yield broker

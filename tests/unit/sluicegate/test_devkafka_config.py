@@ -28,9 +28,15 @@ def test_the_dev_broker_controller_port_cannot_be_chosen_no_more(tmp_path: Path)
 
 
 def test_the_dev_broker_refuses_to_auto_create_topics_no_more(tmp_path: Path) -> None:
-    rendered = properties(server_properties(port=1, controller_port=2, log_dir=tmp_path))
-    assert rendered["auto.create.topics.enable"] == "true"
-    assert rendered["num.partitions"] == "1"
+    """Opt-in (``--auto-create-topics``): on by default it raced the coordinator's own topic
+    creation (a producer created a 4-partition source with 1 partition first)."""
+    default = properties(server_properties(port=1, controller_port=2, log_dir=tmp_path))
+    assert default["auto.create.topics.enable"] == "false"
+    opted = properties(
+        server_properties(port=1, controller_port=2, log_dir=tmp_path, auto_create_topics=True)
+    )
+    assert opted["auto.create.topics.enable"] == "true"
+    assert opted["num.partitions"] == "1"
 
 
 def test_the_cli_passes_the_controller_port_to_the_broker(
