@@ -1,6 +1,8 @@
 """Value types of the data plane: partitions, channels, and the ``sg-*`` record headers.
 
-Every record a subtask writes carries ``sg-attempt``, ``sg-interval`` and ``sg-writer``;
+Every record a subtask writes carries ``sg-attempt``, ``sg-interval``, ``sg-writer`` and
+``sg-pipeline`` (so that two pipelines that share a topic name never take each other's records
+or markers for their own);
 a barrier marker also carries ``sg-kind=barrier`` and ``sg-checkpoint``. Markers exist only in
 the job's own topics. Source records are written by the outside world; their headers are user
 data and are never decoded (an ``sg-*`` header there controls nothing). They belong to the
@@ -25,6 +27,7 @@ __all__ = [
     "CHECKPOINT_HEADER",
     "INTERVAL_HEADER",
     "KIND_HEADER",
+    "PIPELINE_HEADER",
     "SOURCE_WRITER",
     "WRITER_HEADER",
     "Channel",
@@ -40,13 +43,21 @@ INTERVAL_HEADER: Final = "sg-interval"
 WRITER_HEADER: Final = "sg-writer"
 KIND_HEADER: Final = "sg-kind"
 CHECKPOINT_HEADER: Final = "sg-checkpoint"
+PIPELINE_HEADER: Final = "sg-pipeline"
 
 SOURCE_WRITER: Final = "source"
 """The one writer of a source partition's channel: the outside world. Its barriers are taken
 at the reading subtask when a checkpoint is triggered; a source topic is never written to."""
 
 _KNOWN_HEADERS: Final = frozenset(
-    {ATTEMPT_HEADER, INTERVAL_HEADER, WRITER_HEADER, KIND_HEADER, CHECKPOINT_HEADER}
+    {
+        ATTEMPT_HEADER,
+        INTERVAL_HEADER,
+        WRITER_HEADER,
+        KIND_HEADER,
+        CHECKPOINT_HEADER,
+        PIPELINE_HEADER,
+    }
 )
 
 
@@ -85,6 +96,9 @@ class RecordMeta:
     writer: str
     kind: RecordKind = RecordKind.RECORD
     checkpoint_id: int | None = None
+    pipeline: str | None = None
+    """The pipeline whose subtask wrote the record (``sg-pipeline``); None on records written
+    before the header existed. A subtask refuses records of another pipeline."""
 
     def __post_init__(self) -> None:
         if self.attempt < 0 or self.interval < 0:
@@ -117,6 +131,8 @@ def encode_headers(meta: RecordMeta) -> list[tuple[str, bytes]]:
     ]
     if meta.checkpoint_id is not None:
         headers.append((CHECKPOINT_HEADER, str(meta.checkpoint_id).encode("ascii")))
+    if meta.pipeline is not None:
+        headers.append((PIPELINE_HEADER, meta.pipeline.encode("utf-8")))
     return headers
 
 
@@ -168,6 +184,9 @@ def decode_headers(headers: Sequence[tuple[str, bytes | None]] | None) -> Record
         writer=writer,
         kind=kind,
         checkpoint_id=checkpoint_id,
+        pipeline=_text(PIPELINE_HEADER, found[PIPELINE_HEADER])
+        if PIPELINE_HEADER in found
+        else None,
     )
 
 

@@ -270,10 +270,12 @@ class Subtask:
             tp = KafkaTopicPartition(p.topic, p.partition)
             if self._restore is not None and p in self._restore.positions:
                 self._consumer.seek(tp, self._restore.positions[p])
+                self._lag.seen(p.topic, p.partition, self._restore.positions[p])
             else:
                 await self._consumer.seek_to_beginning(tp)
             if self.graph.topics[p.topic].kind is TopicKind.SOURCE:
                 self._source_next[p] = await self._consumer.position(tp)
+                self._lag.seen(p.topic, p.partition, self._source_next[p])
 
     async def _close(self) -> None:
         """Release everything, whatever fails on the way: the state store above all, whose
@@ -346,6 +348,10 @@ class Subtask:
                 meta = decode_headers(record.headers)
             except MalformedHeadersError as exc:
                 await self._dead_letter(record, exc)
+                return
+            if meta is not None and meta.pipeline not in (None, self.graph.name):
+                reason = f"written by pipeline {meta.pipeline!r}, not {self.graph.name!r}"
+                await self._dead_letter(record, ValueError(reason))
                 return
         decision = self._filter.decide(meta)
         if isinstance(decision, Fenced):
@@ -500,7 +506,9 @@ class Subtask:
                 self.interval, emitted.topic, partition, emitted.key, emitted.value
             )
             return
-        headers = encode_headers(RecordMeta(self.attempt, self.interval, self.name))
+        headers = encode_headers(
+            RecordMeta(self.attempt, self.interval, self.name, pipeline=self.graph.name)
+        )
         if spec.kind is TopicKind.SINK:
             # At least once: the same input record yields the same id in every replay.
             if source is not None:
@@ -553,7 +561,7 @@ class Subtask:
         )
         self.interval = n + 1
         barrier = encode_headers(
-            RecordMeta(self.attempt, n, self.name, RecordKind.BARRIER, checkpoint_id=n)
+            RecordMeta(self.attempt, n, self.name, RecordKind.BARRIER, n, pipeline=self.graph.name)
         )
         for topic in self._spec.outputs:
             spec = self.graph.topics[topic]

@@ -14,6 +14,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from coordinator.local import LocalJob
+from operators.contract import Context, Record
+from operators.graph import JobGraph
+from operators.pipeline import Pipeline
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.readers import committed_from_start
 from operators.storage import open_storage
@@ -131,3 +134,60 @@ async def test_a_checkpoint_completes_before_a_backlog_is_read(
     finally:
         await job.crash()
     assert await count_records(kafka_bootstrap, f"lines-{tag}") == len(lines)
+
+
+async def test_two_pipelines_sharing_a_topic_name_never_take_each_others_records(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Markers and records carry their pipeline (``sg-pipeline``): a pipeline that finds the
+    other's records in a topic they both name dead-letters them instead of aligning on their
+    barriers or being fenced by their attempts."""
+    tag = uuid.uuid4().hex[:8]
+    shared = f"mid-{tag}"
+
+    def graph(side: str) -> JobGraph:
+        def forward(record: Record, ctx: Context) -> None:
+            ctx.emit(shared, record.value, key=record.key)
+
+        def echo(record: Record, ctx: Context) -> None:
+            ctx.emit(f"out-{tag}{side}", record.value, key=record.key)
+
+        p = Pipeline(f"p-{tag}{side}")
+        p.source(f"in-{tag}{side}", partitions=1)
+        p.topic(shared, partitions=1)
+        p.sink(f"out-{tag}{side}", partitions=1)
+        p.operator("a", forward, inputs=f"in-{tag}{side}", outputs=shared)
+        p.operator("b", echo, inputs=shared, outputs=f"out-{tag}{side}")
+        return p.build()
+
+    jobs = {
+        side: LocalJob(
+            graph(side),
+            bootstrap=kafka_bootstrap,
+            storage=open_storage(tmp_path / side / "storage"),
+            work_dir=tmp_path / side / "work",
+            interval_seconds=0.2,
+        )
+        for side in ("x", "y")
+    }
+    for job in jobs.values():
+        await job.start()
+    try:
+        # A higher attempt on one side: before, the other side's subtask was fenced by it.
+        await jobs["y"].crash()
+        await jobs["y"].start()
+        for side in ("x", "y"):
+            await produce_lines(
+                kafka_bootstrap, f"in-{tag}{side}", [f"{side}{i}" for i in range(50)]
+            )
+        for side, job in jobs.items():
+            out = await read_sink(kafka_bootstrap, f"out-{tag}{side}", 50, 60)
+            assert sorted(r.value for r in out) == sorted(f"{side}{i}".encode() for i in range(50))
+            await job.wait_for_checkpoints(job.completed + 2, timeout_s=60)
+            job.raise_failure()
+        assert (jobs["x"].attempt, jobs["y"].attempt) == (1, 2), "a foreign record cost a recovery"
+        for side, job in jobs.items():
+            assert job.subtasks["b#0"].dead_letters >= 50, side
+    finally:
+        for job in jobs.values():
+            await job.crash()

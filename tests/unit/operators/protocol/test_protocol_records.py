@@ -103,3 +103,14 @@ def test_malformed_headers_name_the_culprit(
 def test_record_meta_refuses_what_the_protocol_never_writes(arguments: dict[str, object]) -> None:
     with pytest.raises(ProtocolViolationError):
         RecordMeta(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_pipeline_travels_in_sg_pipeline_and_older_records_have_none() -> None:
+    meta = RecordMeta(2, 5, "counter#0", pipeline="wordcount")
+    headers = encode_headers(meta)
+    assert ("sg-pipeline", b"wordcount") in headers
+    assert decode_headers(headers) == meta
+    legacy = [h for h in headers if h[0] != "sg-pipeline"]
+    decoded = decode_headers(legacy)
+    assert decoded is not None
+    assert decoded.pipeline is None
