@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 import logging
 import shutil
@@ -75,7 +74,7 @@ from operators.runtime.exceptions import (
 )
 from operators.runtime.executor import KeyedExecutor
 from operators.runtime.partitioner import partition_for
-from operators.runtime.sinks import SinkPublisher
+from operators.runtime.sinks import RECORD_ID_HEADER, SinkPublisher, record_id
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
 from operators.runtime.topics import dead_letter_topic, sink_progress_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
@@ -85,16 +84,12 @@ from operators.state.store import PartitionState
 from operators.storage import CorruptFileError, Storage
 
 __all__ = [
-    "RECORD_ID_HEADER",
     "CorruptCheckpointError",
     "SinkProgressError",
     "Subtask",
     "SubtaskFencedError",
     "SubtaskSettings",
 ]
-
-RECORD_ID_HEADER = "sg-id"
-"""On at-least-once sink records: a deterministic id to drop duplicates by."""
 
 logger = logging.getLogger(__name__)
 
@@ -476,14 +471,8 @@ class Subtask:
         headers = encode_headers(RecordMeta(self.attempt, self.interval, self.name))
         if spec.kind is TopicKind.SINK:
             # At least once: the same input record yields the same id in every replay.
-            if source is not None:
-                record_id = (
-                    f"{self.id.uid}/{source.topic}/{source.partition}/{source.offset}/{index}"
-                )
-            else:  # a wake-up: the content names it (replays emit the same content)
-                digest = hashlib.sha256((emitted.key or b"") + b"\0" + emitted.value).hexdigest()
-                record_id = f"{self.id.uid}/wake/{digest[:32]}"
-            headers = [(RECORD_ID_HEADER, record_id.encode())]
+            rid = record_id(self.id.uid, source, index, emitted.key, emitted.value)
+            headers = [(RECORD_ID_HEADER, rid.encode())]
         await self._producer.send(
             emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
         )
