@@ -5,9 +5,10 @@ aligning barriers, snapshotting, and writing its outputs.
 
 1. open the state: restore it from the `RestorePoint` (the local copy when it is still on
    disk, else a verified download) or create it empty;
-2. start the idempotent producer (records and markers) and, if the operator writes a sink,
-   the `SinkPublisher`, which fences older producers of this sink subtask and publishes the
-   outputs of checkpoints up to the restored one that were not published yet;
+2. start the idempotent producer (records and markers), then open the `Sink` of each sink
+   topic the operator writes (`operators.runtime.sinks`) with the restored checkpoint: an
+   exactly-once sink fences older producers of this sink subtask and publishes the outputs of
+   checkpoints up to the restored one that were not published yet;
 3. open the `Operator` (it schedules the wake-ups its restored state calls for);
 4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
@@ -15,7 +16,11 @@ aligning barriers, snapshotting, and writing its outputs.
    each through the `RestoreFilter` and the `BarrierAligner` to processing, then run the
    wake-ups that are due; ``stop`` ends the loop (the job is stopping) and `run` returns.
 
-On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator
+An emitted record bound for a sink topic goes to that topic's `Sink` (`Subtask._send`); any
+other goes out through the producer, stamped with the writer's attempt and interval. On
+``completed(n)`` the sinks hear of it first (`Sink.on_completed`), then the operator.
+
+On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator and the sinks
 (`on_snapshot`); take the local RocksDB
 checkpoint (write batch flushed, hard links); bump the writer interval to ``n+1``; write barrier
 ``n`` to every partition of every output topic; then (in the caller) process the released
@@ -27,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 import logging
 import shutil
@@ -77,9 +81,9 @@ from operators.runtime.exceptions import (
 )
 from operators.runtime.executor import KeyedExecutor
 from operators.runtime.partitioner import partition_for
-from operators.runtime.sinks import SinkPublisher
+from operators.runtime.sinks import Sink, SinkRecord, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
-from operators.runtime.topics import dead_letter_topic, sink_progress_topic
+from operators.runtime.topics import dead_letter_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.state.local_checkpoint import LocalCheckpoint
 from operators.state.rocksdb import RocksDBStateStore
@@ -87,16 +91,12 @@ from operators.state.store import PartitionState
 from operators.storage import CorruptFileError, NotFoundError, Storage, StorageError
 
 __all__ = [
-    "RECORD_ID_HEADER",
     "CorruptCheckpointError",
     "SinkProgressError",
     "Subtask",
     "SubtaskFencedError",
     "SubtaskSettings",
 ]
-
-RECORD_ID_HEADER = "sg-id"
-"""On at-least-once sink records: a deterministic id to drop duplicates by."""
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,8 @@ class Subtask:
         self._store: RocksDBStateStore | None = None
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
-        self._publisher: SinkPublisher | None = None
+        self._sinks: dict[str, Sink] = {}
+        """sink topic -> its sink; topics may share one"""
         self.records_in = 0
         self.records_out = 0
         self.dead_letters = 0
@@ -228,32 +229,25 @@ class Subtask:
         self._store = RocksDBStateStore.restore(source, db_dir)
 
     async def _start_producers(self) -> None:
+        assert self._store is not None
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self._bootstrap, enable_idempotence=True, linger_ms=5
         )
         await self._producer.start()
-        sinks = [self.graph.topics[t] for t in self._spec.outputs]
-        if any(t.kind is TopicKind.SINK and t.exactly_once for t in sinks):
-            assert self._store is not None
-            self._publisher = SinkPublisher(
-                self._bootstrap,
-                transactional_id=f"sluicegate.{self.graph.name}.{self.name}",
-                progress_topic=sink_progress_topic(self.graph.name),
-                subtask=self.name,
-                wal=self._store.metadata(),
-            )
-            await self._publisher.start()
-            restored = self._restore.checkpoint_id if self._restore else 0
-            if self._publisher.published > restored:
-                if self._restore is None:
-                    raise SinkProgressError(self.name, self._publisher.published)
-                logger.warning(
-                    "%s restores checkpoint %s but checkpoint %s was published: the outputs "
-                    "replayed in between are published again (duplicates)",
-                    self.name, restored, self._publisher.published,
-                )  # fmt: skip
-            if self._restore is not None:
-                await self._publisher.publish(restored)
+        self._sinks = build_sinks(
+            self.graph,
+            self.id,
+            bootstrap=self._bootstrap,
+            producer=self._producer,
+            metadata=self._store.metadata(),
+        )
+        restored = self._restore.checkpoint_id if self._restore else None
+        for sink in self._each_sink():
+            await sink.open(restored)
+
+    def _each_sink(self) -> list[Sink]:
+        """Every sink once (topics may share one), in the order of the operator's outputs."""
+        return list(dict.fromkeys(self._sinks.values()))
 
     async def _start_consumer(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -286,9 +280,11 @@ class Subtask:
             if self._upload is not None and not self._upload.done():
                 self._upload.cancel()
                 await asyncio.gather(self._upload, return_exceptions=True)
-            for closer in (self._consumer, self._producer, self._publisher):
+            for closer in (self._consumer, self._producer):
                 if closer is not None:
                     await _quietly(self.name, type(closer).__name__, closer.stop())
+            for sink in self._each_sink():
+                await _quietly(self.name, type(sink).__name__, sink.close())
         finally:
             if self._store is not None:
                 self._store.close()
@@ -500,25 +496,14 @@ class Subtask:
         partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
         self.records_out += 1
         self._metrics.records_out.inc()
-        if spec.kind is TopicKind.SINK and spec.exactly_once:
-            assert self._publisher is not None
-            self._publisher.write_ahead(
-                self.interval, emitted.topic, partition, emitted.key, emitted.value
-            )
+        sink = self._sinks.get(emitted.topic)
+        if sink is not None:
+            record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
+            await sink.write(record, self.interval)
             return
         headers = encode_headers(
             RecordMeta(self.attempt, self.interval, self.name, pipeline=self.graph.name)
         )
-        if spec.kind is TopicKind.SINK:
-            # At least once: the same input record yields the same id in every replay.
-            if source is not None:
-                record_id = (
-                    f"{self.id.uid}/{source.topic}/{source.partition}/{source.offset}/{index}"
-                )
-            else:  # a wake-up: the content names it (replays emit the same content)
-                digest = hashlib.sha256((emitted.key or b"") + b"\0" + emitted.value).hexdigest()
-                record_id = f"{self.id.uid}/wake/{digest[:32]}"
-            headers = [(RECORD_ID_HEADER, record_id.encode())]
         await self._producer.send(
             emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
         )
@@ -553,6 +538,8 @@ class Subtask:
         alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
         await self._executor.drain()
         self._operator.on_snapshot(n)
+        for sink in self._each_sink():
+            sink.on_snapshot(n)
         if self._upload is not None:
             await self._upload  # at most one upload at a time; normally long finished
         started = time.perf_counter()
@@ -607,8 +594,8 @@ class Subtask:
         await self._control.send(ack)
 
     async def _on_completed(self, checkpoint_id: int) -> None:
-        if self._publisher is not None:
-            await self._publisher.publish(checkpoint_id)
+        for sink in self._each_sink():
+            await sink.on_completed(checkpoint_id)
         await self._operator.on_completed(checkpoint_id)
         keep = self._settings.keep_local_checkpoints
         if self._checkpoints_dir.is_dir():

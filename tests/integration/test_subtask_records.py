@@ -20,7 +20,7 @@ from operators.contract import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.runtime.readers import committed_from_start
-from operators.runtime.subtask import RECORD_ID_HEADER
+from operators.runtime.sinks import RECORD_ID_HEADER
 from operators.runtime.topics import dead_letter_topic
 from operators.storage import open_storage
 

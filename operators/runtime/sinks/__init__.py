@@ -1,0 +1,33 @@
+"""Sinks: how a subtask's records for topics the outside world reads leave the process.
+
+* :mod:`operators.runtime.sinks.contract`: the `Sink` lifecycle the subtask drives, and
+  `SinkRecord`.
+* :mod:`operators.runtime.sinks.exactly_once`: `ExactlyOnceSink`, outputs written ahead into
+  state and published in a transaction when the checkpoint holding them completes;
+* :mod:`operators.runtime.sinks.write_ahead`: its `WriteAheadLog` in the state;
+* :mod:`operators.runtime.sinks.kafka_transactions`: its transactional producer and the
+  sink-progress topic.
+* :mod:`operators.runtime.sinks.at_least_once`: `AtLeastOnceSink`, records sent at once, each
+  with a deterministic id to drop duplicates by.
+* :mod:`operators.runtime.sinks.building`: `build_sinks`, which sink serves which topic.
+"""
+
+from operators.runtime.sinks.at_least_once import RECORD_ID_HEADER, AtLeastOnceSink, record_id
+from operators.runtime.sinks.building import build_sinks
+from operators.runtime.sinks.contract import Sink, SinkRecord
+from operators.runtime.sinks.exactly_once import ExactlyOnceSink, Transactions
+from operators.runtime.sinks.kafka_transactions import KafkaTransactions
+from operators.runtime.sinks.write_ahead import WriteAheadLog
+
+__all__ = [
+    "RECORD_ID_HEADER",
+    "AtLeastOnceSink",
+    "ExactlyOnceSink",
+    "KafkaTransactions",
+    "Sink",
+    "SinkRecord",
+    "Transactions",
+    "WriteAheadLog",
+    "build_sinks",
+    "record_id",
+]

@@ -1,0 +1,58 @@
+"""Which `Sink` serves each sink topic of a subtask: the one place that reads the guarantee.
+
+Topics with the same guarantee share one sink: every exactly-once topic of a subtask goes into
+one `ExactlyOnceSink` (one write-ahead log, one transaction per completed checkpoint, one
+transactional id ``sluicegate.<pipeline>.<uid#index>``, so the next attempt of this subtask
+fences a zombie), every at-least-once topic into one `AtLeastOnceSink` over the subtask's
+producer. Topics between operators get none.
+"""
+
+from __future__ import annotations
+
+from operators.graph import JobGraph, SubtaskId
+from operators.pipeline import TopicKind
+from operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordSender
+from operators.runtime.sinks.contract import Sink
+from operators.runtime.sinks.exactly_once import ExactlyOnceSink
+from operators.runtime.sinks.kafka_transactions import KafkaTransactions
+from operators.runtime.sinks.write_ahead import WriteAheadLog
+from operators.runtime.topics import sink_progress_topic
+from operators.state.store import PartitionState
+
+__all__ = ["build_sinks"]
+
+
+def build_sinks(
+    graph: JobGraph,
+    subtask: SubtaskId,
+    *,
+    bootstrap: str,
+    producer: RecordSender,
+    metadata: PartitionState,
+) -> dict[str, Sink]:
+    """The sink of every sink topic the operator of ``subtask`` writes, by topic name, in the
+    order of its outputs. ``producer``: the subtask's idempotent producer; ``metadata``: the
+    subtask state's metadata area, which holds the write-ahead log. Nothing is started."""
+    name = str(subtask)
+    exactly_once: ExactlyOnceSink | None = None
+    at_least_once: AtLeastOnceSink | None = None
+    sinks: dict[str, Sink] = {}
+    for topic in graph.operators[subtask.uid].outputs:
+        spec = graph.topics[topic]
+        if spec.kind is not TopicKind.SINK:
+            continue
+        if not spec.exactly_once:
+            if at_least_once is None:
+                at_least_once = AtLeastOnceSink(producer, operator=subtask.uid)
+            sinks[topic] = at_least_once
+            continue
+        if exactly_once is None:
+            transactions = KafkaTransactions(
+                bootstrap,
+                transactional_id=f"sluicegate.{graph.name}.{name}",
+                progress_topic=sink_progress_topic(graph.name),
+                subtask=name,
+            )
+            exactly_once = ExactlyOnceSink(WriteAheadLog(metadata), transactions, subtask=name)
+        sinks[topic] = exactly_once
+    return sinks

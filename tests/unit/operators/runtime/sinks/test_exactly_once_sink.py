@@ -1,0 +1,134 @@
+"""`ExactlyOnceSink` against an in-memory state and fake transactions: outputs become visible
+only on completion, once, with "published up to n" in the same transaction."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from operators.runtime.exceptions import SinkProgressError
+from operators.runtime.sinks.contract import SinkRecord
+from operators.runtime.sinks.exactly_once import ExactlyOnceSink
+from operators.runtime.sinks.write_ahead import WriteAheadLog
+from tests.unit.operators.runtime.sinks.fakes import FakeTransactions, MemoryState
+
+
+def sink_over(state: MemoryState, published: int = 0) -> tuple[ExactlyOnceSink, FakeTransactions]:
+    transactions = FakeTransactions(published=published)
+    return ExactlyOnceSink(WriteAheadLog(state), transactions, subtask="op#0"), transactions
+
+
+def out(value: bytes, topic: str = "out", partition: int = 0) -> SinkRecord:
+    return SinkRecord(topic, partition, b"k", value, source=None, index=0)
+
+
+async def test_outputs_are_published_when_their_checkpoint_completes() -> None:
+    sink, kafka = sink_over(MemoryState())
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    await sink.write(out(b"b", topic="other", partition=2), 1)
+    sink.on_snapshot(1)
+    await sink.write(out(b"c"), 2)
+    assert kafka.committed == []  # nothing shows before completion
+
+    await sink.on_completed(1)
+    assert kafka.committed == [([("out", 0, b"k", b"a"), ("other", 2, b"k", b"b")], 1)]
+    await sink.on_completed(2)
+    assert kafka.committed[1] == ([("out", 0, b"k", b"c")], 2)
+    assert sink.published == 2
+
+
+async def test_published_outputs_leave_the_state() -> None:
+    state = MemoryState()
+    sink, _ = sink_over(state)
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    await sink.write(out(b"b"), 2)
+    await sink.on_completed(1)
+    assert len(state.rows) == 1
+    await sink.on_completed(2)
+    assert state.rows == {}
+
+
+async def test_an_aborted_checkpoint_is_published_with_the_next_completed_one() -> None:
+    sink, kafka = sink_over(MemoryState())
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    await sink.write(out(b"b"), 2)  # checkpoint 1 was aborted: no completed(1)
+    await sink.on_completed(2)
+    assert kafka.committed == [([("out", 0, b"k", b"a"), ("out", 0, b"k", b"b")], 2)]
+
+
+async def test_a_completion_at_or_below_published_sends_nothing() -> None:
+    sink, kafka = sink_over(MemoryState())
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    await sink.on_completed(1)
+    await sink.on_completed(1)
+    assert len(kafka.committed) == 1
+
+
+async def test_a_failed_transaction_keeps_the_outputs_for_the_next_attempt() -> None:
+    state = MemoryState()
+    sink, kafka = sink_over(state)
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    kafka.fail = True
+    with pytest.raises(ConnectionError):
+        await sink.on_completed(1)
+    assert sink.published == 0
+    assert len(state.rows) == 1
+
+    # The next attempt restores checkpoint 1 (which holds the output) and publishes it.
+    successor, kafka2 = sink_over(state, published=kafka.published)
+    await successor.open(1)
+    assert kafka2.committed == [([("out", 0, b"k", b"a")], 1)]
+    assert state.rows == {}
+
+
+async def test_a_restore_publishes_what_its_checkpoint_holds_unpublished() -> None:
+    state = MemoryState()
+    sink, _ = sink_over(state)
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    await sink.write(out(b"b"), 2)
+    await sink.on_completed(1)
+    # Crash after checkpoint 2 completed, before its outputs were published.
+    successor, kafka = sink_over(state, published=1)
+    await successor.open(2)
+    assert kafka.started
+    assert kafka.committed == [([("out", 0, b"k", b"b")], 2)]
+    assert successor.published == 2
+
+
+async def test_a_restore_behind_the_published_mark_drops_published_outputs_unsent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = MemoryState()
+    sink, _ = sink_over(state)
+    await sink.open(None)
+    await sink.write(out(b"a"), 1)
+    # Checkpoint 1 is restored although 3 was published (its manifest was found corrupt).
+    successor, kafka = sink_over(state, published=3)
+    with caplog.at_level(logging.WARNING):
+        await successor.open(1)
+    assert "published again (duplicates)" in caplog.text
+    assert kafka.committed == []
+    await successor.write(out(b"replayed"), 4)
+    await successor.on_completed(4)
+    assert kafka.committed == [([("out", 0, b"k", b"replayed")], 4)]
+    assert state.rows == {}
+
+
+async def test_starting_without_a_checkpoint_after_a_publication_is_refused() -> None:
+    sink, _ = sink_over(MemoryState(), published=5)
+    with pytest.raises(SinkProgressError) as raised:
+        await sink.open(None)
+    assert (raised.value.subtask, raised.value.published) == ("op#0", 5)
+
+
+async def test_close_stops_the_transactions_also_without_open() -> None:
+    sink, kafka = sink_over(MemoryState())
+    await sink.close()
+    assert kafka.stopped

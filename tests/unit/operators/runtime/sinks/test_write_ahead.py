@@ -1,0 +1,100 @@
+"""The write-ahead log of an exactly-once sink: its stored form and what publishing takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.runtime.sinks.write_ahead import WriteAheadLog, decode_output, encode_output
+from operators.state.rocksdb import RocksDBStateStore
+from operators.state.store import PartitionState
+from tests.unit.operators.runtime.sinks.fakes import MemoryState
+
+
+@given(
+    topic=st.from_regex(r"[a-zA-Z0-9._-]{1,249}", fullmatch=True),
+    partition=st.integers(0, 2**31 - 1),
+    key=st.none() | st.binary(max_size=64),
+    value=st.binary(max_size=256),
+)
+def test_an_output_reads_back_as_written(
+    topic: str, partition: int, key: bytes | None, value: bytes
+) -> None:
+    assert decode_output(encode_output(topic, partition, key, value)) == (
+        topic,
+        partition,
+        key,
+        value,
+    )
+
+
+def test_an_empty_key_is_not_no_key() -> None:
+    assert decode_output(encode_output("t", 0, b"", b"v"))[2] == b""
+    assert decode_output(encode_output("t", 0, None, b"v"))[2] is None
+
+
+def test_an_unknown_format_is_refused() -> None:
+    stored = bytearray(encode_output("t", 0, b"k", b"v"))
+    stored[0] = 2
+    with pytest.raises(ValueError, match="format 2"):
+        decode_output(bytes(stored))
+
+
+def fill(wal: WriteAheadLog) -> None:
+    # Written out of interval order, as a restore followed by new writes may leave them.
+    wal.append(3, "out", 0, b"c", b"3a")
+    wal.append(1, "out", 1, b"a", b"1a")
+    wal.append(1, "other", 0, None, b"1b")
+    wal.append(2, "out", 0, b"b", b"2a")
+    wal.append(3, "out", 0, b"c", b"3b")
+
+
+def test_due_lists_outputs_by_interval_then_write_order() -> None:
+    wal = WriteAheadLog(MemoryState())
+    fill(wal)
+    due = wal.due(3, published=0)
+    assert [value for *_, value in due.outputs] == [b"1a", b"1b", b"2a", b"3a", b"3b"]
+    assert due.outputs[1] == ("other", 0, None, b"1b")
+
+
+def test_due_takes_intervals_up_to_and_skips_published_ones() -> None:
+    wal = WriteAheadLog(MemoryState())
+    fill(wal)
+    due = wal.due(2, published=1)
+    assert [value for *_, value in due.outputs] == [b"2a"]
+    assert len(due.keys) == 3  # the rows of interval 1 go too: they were published before
+
+
+def test_remove_deletes_what_was_due_and_keeps_later_intervals() -> None:
+    state = MemoryState()
+    wal = WriteAheadLog(state)
+    fill(wal)
+    wal.remove(wal.due(2, published=0))
+    assert [value for *_, value in wal.due(10, published=0).outputs] == [b"3a", b"3b"]
+    wal.append(3, "out", 0, None, b"3c")  # the sequence of a kept interval goes on
+    wal.append(2, "out", 0, None, b"2b")  # a removed interval starts again at 0
+    assert [value for *_, value in wal.due(10, published=0).outputs] == [
+        b"2b",
+        b"3a",
+        b"3b",
+        b"3c",
+    ]
+    wal.remove(wal.due(10, published=0))
+    assert state.rows == {}
+
+
+def test_the_log_lives_in_the_state_it_is_given(tmp_path: Path) -> None:
+    """The same rows in RocksDB's metadata area, where a snapshot takes them, and back."""
+    store = RocksDBStateStore.open(tmp_path / "db")
+    try:
+        metadata: PartitionState = store.metadata()
+        fill(WriteAheadLog(metadata))
+        restored = WriteAheadLog(store.metadata())  # a new log over the same state
+        assert len(restored.due(3, published=0).outputs) == 5
+        restored.append(4, "out", 0, None, b"4a")
+        assert [v for *_, v in restored.due(4, published=2).outputs] == [b"3a", b"3b", b"4a"]
+    finally:
+        store.close()
