@@ -145,7 +145,10 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     topics = topics_of(tag)
-    cluster = Cluster(tmp_path, desk_module(tag, world.url, parallelism=2), kafka_bootstrap)
+    # Two agent subtasks and the router on one worker.
+    cluster = Cluster(
+        tmp_path, desk_module(tag, world.url, parallelism=2), kafka_bootstrap, slots=3
+    )
     cluster_factory.append(cluster)
     names = ["coordinator", "worker-1"]
     for name in names:

@@ -282,7 +282,7 @@ async def test_every_dashboard_query_finds_data_in_a_real_prometheus(
     up = _start(
         processes,
         [sys.executable, "-m", "sluicegate", "up", "--pipeline", f"{module}:graph",
-         "--workers", "2", "--slots", "1", "--interval", "0.5",
+         "--workers", "2", "--slots", "2", "--interval", "0.5",
          "--metrics-port-base", str(base)],
         up_log,
         env,

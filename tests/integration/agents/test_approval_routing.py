@@ -85,7 +85,6 @@ async def committed_records(bootstrap: str, topic: str, partitions: int) -> list
     return values
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 6: approvals routed by another partitioner")
 async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
     kafka_bootstrap: str, tmp_path: Path, world: WorldServer
 ) -> None:
