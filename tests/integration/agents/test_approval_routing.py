@@ -16,12 +16,14 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
+from fastapi import FastAPI
 
-from agents.agent import AgentTopics, add_agent
-from agents.client import send_decision
-from agents.messages import ApprovalDecision, TaskRequest
+from agents.agent import AgentTopics, add_agent, agents_in
+from agents.approval_routes import approvals_router
+from agents.messages import TaskRequest
 from coordinator.local import LocalJob
 from operators.pipeline import Pipeline
 from operators.runtime.partitioner import partition_for
@@ -95,6 +97,9 @@ async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
         events=f"events-{tag}", results=f"results-{tag}",
     )  # fmt: skip
     add_agent(p, refund_desk(world.url), partitions=PARTITIONS, parallelism=2, topics=topics)
+    app = FastAPI()
+    app.include_router(approvals_router(kafka_bootstrap, agents_in(p.build())))
+    api = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
     job = LocalJob(
         p.build(), bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "storage"),
         work_dir=tmp_path / "work", interval_seconds=0.3,
@@ -119,17 +124,22 @@ async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
         )
         assert requested["status"] == "waiting_approval"
 
-        # 2. The approval, through sluicegate's client (murmur2): it must reach the run.
-        await send_decision(
-            kafka_bootstrap, topics.approvals, ApprovalDecision(run_id=run_id, approved=True)
-        )
+        # 2. The approval, through sluicegate's API (murmur2): it must reach the run.
+        approve = f"/agents/refund-desk/runs/{run_id}/approve"
+        accepted = await api.post(approve, json={"by": "ann"})
+        assert accepted.status_code == 202, accepted.text
         result = await wait_for_record(kafka_bootstrap, topics.results, 30, run_id=run_id)
         # 3. Exactly once: two more checkpoints later, still one result and one email.
         await job.wait_for_checkpoints(len(job.completed) + 2, timeout_s=30)
         results = await committed_records(kafka_bootstrap, topics.results, PARTITIONS)
         dead = await committed_records(kafka_bootstrap, dead_letter_topic(p.name), 1)
+        # 4. A decision the finished run cannot take is refused, not accepted and lost.
+        again = await api.post(approve, json={"by": "ann"})
     finally:
         await job.crash()
+        await api.aclose()
+    assert again.status_code == 409, again.text
+    assert "is done, not waiting for approval" in again.json()["message"]
     assert result["status"] == "done"
     assert Counter(json.loads(r)["run_id"] for r in results) == Counter({run_id: 1})
     assert world.state.stats()["effects_by_kind"] == {"refund": 1, "email": 1, "reversal": 0}
