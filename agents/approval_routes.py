@@ -82,7 +82,7 @@ def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRo
             except DecisionRefusedError as exc:
                 return _refused(exc)
             except EventsUnavailableError as exc:
-                return _error(503, "events_unavailable", str(exc), exc.what_to_do)
+                return _error(503, "events_unavailable", exc.message, exc.what_to_do)
         decision = ApprovalDecision(
             run_id=run_id, approved=approved, call_id=body.call_id, by=body.by,
             reason=body.reason,

@@ -29,9 +29,12 @@ class EventsUnavailableError(RetryableError):
     """The events ``topic`` could not be read up to its end (``cause`` says why)."""
 
     def __init__(self, topic: str, cause: str) -> None:
-        super().__init__(f"cannot read the agent's events topic {topic!r}: {cause}")
+        self.message = f"cannot read the agent's events topic {topic!r}: {cause}"
+        self.what_to_do = (
+            "check the topic's name, that the broker is up and that the pipeline was started"
+        )
+        super().__init__(f"{self.message}; {self.what_to_do}")
         self.topic, self.cause = topic, cause
-        self.what_to_do = "check that the broker is up and the pipeline was started, then retry"
 
 
 class DecisionRefusedError(FatalError):

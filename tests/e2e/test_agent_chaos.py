@@ -163,7 +163,7 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
         cluster.start(name)
     approve = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sluicegate", "approve", "waits",
-        "--topic", topics.approvals, "--by", "ann",
+        "--topic", topics.approvals, "--events-topic", topics.events, "--by", "ann",
         env=cluster.env, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(approve.communicate(), 60)
