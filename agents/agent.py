@@ -8,9 +8,12 @@
     topics = add_agent(p, desk, partitions=4, parallelism=2)
     graph = p.build()
 
-The agent reads ``<name>.tasks`` and ``<name>.approvals`` (sources, co-partitioned by run_id),
-writes ``<name>.events`` and ``<name>.results`` (exactly-once sinks), and keeps its effect
-journal in the compacted topic ``sluicegate.<pipeline>.<name>.journal``.
+The outside world writes ``<name>.tasks`` and ``<name>.approvals`` (sources) with any client
+and any partitioner; a routing operator (uid ``<name>.router``, `agents.routing`) re-keys both
+by run_id into ``sluicegate.<pipeline>.<name>.tasks-by-run`` and ``.approvals-by-run``, which
+the agent reads, so a run and its decisions always meet in one partition. The agent writes
+``<name>.events`` and ``<name>.results`` (exactly-once sinks) and keeps its effect journal in
+the compacted topic ``sluicegate.<pipeline>.<name>.journal``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from operators.contract import Operator
 from operators.graph import JobGraph
 from operators.pipeline import OwnedTopic, Pipeline
 
-__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "add_agent", "agents_in"]
+__all__ = ["JOURNAL_SUFFIX", "ROUTER_SUFFIX", "Agent", "AgentTopics", "add_agent", "agents_in"]
 
 JOURNAL_SUFFIX = "journal"
+ROUTER_SUFFIX = ".router"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,9 @@ class Agent:
 
 @dataclass(frozen=True, slots=True)
 class AgentTopics:
+    """The topics the outside world sees: tasks and approvals it writes (with any
+    partitioner), events and results it reads."""
+
     tasks: str
     approvals: str
     events: str
@@ -84,10 +91,17 @@ def add_agent(
     *,
     partitions: int,
     parallelism: int = 1,
+    router_parallelism: int = 1,
     topics: AgentTopics | None = None,
 ) -> AgentTopics:
-    """Declare the agent's topics and operator (uid = the agent's name) in ``pipeline``."""
+    """Declare the agent's topics, its operator (uid = the agent's name) and its routing
+    operator (uid ``<name>.router``, ``router_parallelism`` subtasks) in ``pipeline``.
+
+    The router is one more subtask per ``router_parallelism`` for workers to host: size slots
+    for ``parallelism + router_parallelism``. It only parses and re-keys records, so one
+    subtask keeps up with far more tasks and decisions than agent runs can take."""
     from agents.operator import AgentOperator
+    from agents.routing import RunRouter, routed_topic
 
     names = topics or AgentTopics(
         tasks=f"{agent.name}.tasks",
@@ -99,18 +113,38 @@ def add_agent(
     pipeline.source(names.approvals, partitions=partitions)
     pipeline.sink(names.events, partitions=partitions)
     pipeline.sink(names.results, partitions=partitions)
+    routed = AgentTopics(
+        tasks=pipeline.topic(
+            routed_topic(pipeline.name, agent.name, "tasks"), partitions=partitions
+        ),
+        approvals=pipeline.topic(
+            routed_topic(pipeline.name, agent.name, "approvals"), partitions=partitions
+        ),
+        events=names.events,
+        results=names.results,
+    )
 
     def factory() -> Operator:
-        return AgentOperator(agent, names, pipeline=pipeline.name)
+        return AgentOperator(agent, routed, pipeline=pipeline.name)
 
     pipeline.operator(
         agent.name,
         factory=factory,
-        inputs=[names.tasks, names.approvals],
+        inputs=[routed.tasks, routed.approvals],
         outputs=[names.events, names.results],
         parallelism=parallelism,
         owned_topics=[OwnedTopic(JOURNAL_SUFFIX, compact=True)],
         labels={"kind": "agent", **{f"topic.{k}": v for k, v in asdict(names).items()}},
+    )
+    # Declared after the agent: subtasks are placed in declaration order, so each worker
+    # gets agent subtasks first.
+    pipeline.operator(
+        agent.name + ROUTER_SUFFIX,
+        RunRouter(names.tasks, names.approvals, routed.tasks, routed.approvals),
+        inputs=[names.tasks, names.approvals],
+        outputs=[routed.tasks, routed.approvals],
+        parallelism=router_parallelism,
+        labels={"kind": "agent-router", "agent": agent.name},
     )
     return names
 

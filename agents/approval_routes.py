@@ -5,8 +5,13 @@ Mounted by the coordinator's HTTP API (CLI wiring) for every agent of the pipeli
     POST /agents/{agent}/runs/{run_id}/approve   {"by": "ann"}
     POST /agents/{agent}/runs/{run_id}/reject    {"by": "ann", "reason": "wrong amount"}
 
-Each writes an `ApprovalDecision` to the agent's approvals topic and answers 202: the run
-applies it when it reads it (a decision for a run that waits on nothing is ignored).
+Each first asks the agent's `RunDirectory` (its events topic, ``read_committed``) whether the
+run exists and waits for approval, and refuses with a JSON error ``{error, message,
+what_to_do}``: 404 for an unknown run (or agent), 409 for a run that is not waiting (or waits
+on another call than ``call_id``), 503 when the events topic cannot be read. Otherwise it
+writes an `ApprovalDecision` to the agent's approvals topic and answers 202: the run applies it
+when it reads it. ``"force": true`` skips the check (for a run whose events outlived the
+topic's retention); a decision the run cannot take is then dead-lettered or ignored by it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.agent import AgentTopics
 from agents.client import send_decision
+from agents.exceptions import (
+    DecisionRefusedError,
+    EventsUnavailableError,
+    RunNotWaitingError,
+    UnknownRunError,
+)
 from agents.messages import ApprovalDecision
+from agents.run_directory import RunDirectory
 
 __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router"]
 
@@ -30,6 +42,9 @@ class DecisionBody(BaseModel):
     by: str = Field(default="api", min_length=1, max_length=200, description="who decides")
     reason: str | None = Field(default=None, max_length=2000)
     call_id: str = Field(default="", description="the call decided on; empty: the pending one")
+    force: bool = Field(
+        default=False, description="write the decision without checking the run's status"
+    )
 
 
 class DecisionAccepted(BaseModel):
@@ -42,21 +57,32 @@ class DecisionAccepted(BaseModel):
 def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRouter:
     """Routes writing decisions for ``agents`` to their approvals topics at ``bootstrap``."""
     router = APIRouter(tags=["agents"])
-    not_found = {"model": dict[str, str], "description": "no such agent"}
+    directories = {
+        name: RunDirectory(bootstrap, name, topics.events) for name, topics in agents.items()
+    }
+    errors: dict[int | str, dict[str, object]] = {
+        404: {"model": dict[str, str], "description": "no such agent, or no such run"},
+        409: {"model": dict[str, str], "description": "the run does not wait for approval"},
+        503: {"model": dict[str, str], "description": "the events topic cannot be read"},
+    }
 
     async def decide(
-        agent: str, run_id: str, body: DecisionBody, approved: bool
+        agent: str, run_id: str, body: DecisionBody | None, approved: bool
     ) -> DecisionAccepted | JSONResponse:
         topics = agents.get(agent)
         if topics is None:
-            return JSONResponse(
-                status_code=404,
-                content={
-                    "error": "not_found",
-                    "message": f"no agent {agent!r} in this pipeline",
-                    "what_to_do": f"use one of {sorted(agents)}",
-                },
-            )
+            return _error(
+                404, "not_found", f"no agent {agent!r} in this pipeline",
+                f"use one of {sorted(agents)}",
+            )  # fmt: skip
+        body = body or DecisionBody()
+        if not body.force:
+            try:
+                await directories[agent].check_decision(run_id, body.call_id)
+            except DecisionRefusedError as exc:
+                return _refused(exc)
+            except EventsUnavailableError as exc:
+                return _error(503, "events_unavailable", exc.message, exc.what_to_do)
         decision = ApprovalDecision(
             run_id=run_id, approved=approved, call_id=body.call_id, by=body.by,
             reason=body.reason,
@@ -70,24 +96,38 @@ def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRo
         "/agents/{agent}/runs/{run_id}/approve",
         status_code=202,
         response_model=DecisionAccepted,
-        responses={404: not_found},
+        responses=errors,
         summary="Approve the call a run waits on",
     )
     async def approve(
         agent: str, run_id: str, body: DecisionBody | None = None
     ) -> DecisionAccepted | JSONResponse:
-        return await decide(agent, run_id, body or DecisionBody(), True)
+        return await decide(agent, run_id, body, True)
 
     @router.post(
         "/agents/{agent}/runs/{run_id}/reject",
         status_code=202,
         response_model=DecisionAccepted,
-        responses={404: not_found},
+        responses=errors,
         summary="Reject the call a run waits on",
     )
     async def reject(
         agent: str, run_id: str, body: DecisionBody | None = None
     ) -> DecisionAccepted | JSONResponse:
-        return await decide(agent, run_id, body or DecisionBody(), False)
+        return await decide(agent, run_id, body, False)
 
     return router
+
+
+def _refused(exc: DecisionRefusedError) -> JSONResponse:
+    if isinstance(exc, UnknownRunError):
+        return _error(404, "unknown_run", exc.message, exc.what_to_do)
+    assert isinstance(exc, RunNotWaitingError)
+    return _error(409, "not_waiting", exc.message, exc.what_to_do)
+
+
+def _error(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content={"error": error, "message": message, "what_to_do": what_to_do},
+    )

@@ -1,7 +1,10 @@
 """Writing to an agent's input topics from outside: submit tasks, approve or reject calls.
 
-Records are keyed by ``run_id`` and partitioned by Kafka's default (murmur2) partitioner, the
-engine's own, so a run's approvals land in the partition of its tasks.
+Records are keyed by ``run_id``. Any partition will do: the agent's routing operator
+(`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
+reaches its run whatever client and partitioner wrote the task. These functions write
+unchecked; ``sluicegate approve|reject`` and the HTTP routes first check the run's status
+(`agents.run_directory`).
 """
 
 from __future__ import annotations

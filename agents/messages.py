@@ -1,8 +1,9 @@
 """The records an agent operator reads and writes, as versioned JSON documents.
 
-* tasks topic (key ``run_id``): `TaskRequest` starts a run; a second one for the same run is
-  ignored (a producer's retry must not start the run twice).
-* approvals topic (key ``run_id``, co-partitioned with tasks): `ApprovalDecision`.
+* tasks topic (key ``run_id``, any partitioner): `TaskRequest` starts a run; a second one for
+  the same run is ignored (a producer's retry must not start the run twice).
+* approvals topic (key ``run_id``, any partitioner): `ApprovalDecision`. The routing operator
+  re-keys both by the ``run_id`` of the value, so they meet in one partition of the agent.
 * events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
   per run by ``seq``.
 * results sink (key ``run_id``): one `RunResult` per finished run.

@@ -10,7 +10,8 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate status``, ``sluicegate stop``, ``sluicegate checkpoint list|trigger|audit``: ask a
   running coordinator.
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
-  for a person.
+  for a person; exit 1 saying why when the agent's events show no such run, or a run that is
+  not waiting (``--force`` writes the decision unchecked).
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
 """
@@ -147,6 +148,19 @@ def _parser() -> argparse.ArgumentParser:
         decide.add_argument("--agent", default="refund-desk", help="the agent's name")
         decide.add_argument(
             "--topic", default=None, help="the approvals topic (default: <agent>.approvals)"
+        )
+        decide.add_argument(
+            "--events-topic",
+            default=None,
+            help="the events topic, where the run's status is checked (default: <agent>.events)",
+        )
+        decide.add_argument(
+            "--call-id", default="", help="the call decided on (default: the one it waits on)"
+        )
+        decide.add_argument(
+            "--force",
+            action="store_true",
+            help="write the decision without checking that the run waits for approval",
         )
         decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
         decide.add_argument("--reason", required=verb == "reject", default=None)
@@ -356,15 +370,28 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace) -> int:
+    """``sluicegate approve|reject RUN``: check in the agent's events topic that the run waits
+    for approval (else exit 1 saying why: unknown run, or its status), then write the decision.
+    """
     from agents.client import send_decision
     from agents.messages import ApprovalDecision
+    from agents.run_directory import RunDirectory
 
     topic = args.topic or f"{args.agent}.approvals"
+    events = args.events_topic or f"{args.agent}.events"
     decision = ApprovalDecision(
-        run_id=args.run_id, approved=args.approved, by=args.by, reason=args.reason
-    )
+        run_id=args.run_id, approved=args.approved, call_id=args.call_id, by=args.by,
+        reason=args.reason,
+    )  # fmt: skip
     bootstrap = _bootstrap(CoordinatorSettings())
-    asyncio.run(send_decision(bootstrap, topic, decision))
+
+    async def decide() -> None:
+        if not args.force:
+            directory = RunDirectory(bootstrap, args.agent, events)
+            await directory.check_decision(args.run_id, args.call_id)
+        await send_decision(bootstrap, topic, decision)
+
+    asyncio.run(decide())
     verb = "approved" if args.approved else "rejected"
     print(f"{verb} run {args.run_id} (written to {topic} at {bootstrap})")
     return 0

@@ -149,7 +149,10 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     topics = topics_of(tag)
-    cluster = Cluster(tmp_path, desk_module(tag, world.url, parallelism=2), kafka_bootstrap)
+    # Two agent subtasks and the router on one worker.
+    cluster = Cluster(
+        tmp_path, desk_module(tag, world.url, parallelism=2), kafka_bootstrap, slots=3
+    )
     cluster_factory.append(cluster)
     names = ["coordinator", "worker-1"]
     for name in names:
@@ -164,7 +167,7 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
         cluster.start(name)
     approve = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sluicegate", "approve", "waits",
-        "--topic", topics.approvals, "--by", "ann",
+        "--topic", topics.approvals, "--events-topic", topics.events, "--by", "ann",
         env=cluster.env, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(approve.communicate(), 60)

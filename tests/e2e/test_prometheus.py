@@ -282,7 +282,7 @@ async def test_every_dashboard_query_finds_data_in_a_real_prometheus(
     up = _start(
         processes,
         [sys.executable, "-m", "sluicegate", "up", "--pipeline", f"{module}:graph",
-         "--workers", "2", "--slots", "1", "--interval", "0.5",
+         "--workers", "2", "--slots", "2", "--interval", "0.5",
          "--metrics-port-base", str(base)],
         up_log,
         env,
@@ -387,7 +387,9 @@ async def test_every_dashboard_query_finds_data_in_a_real_prometheus(
         # The template variables' label_values queries list this pipeline and its operator.
         assert name in await prometheus.label_values("pipeline", "sluicegate_attempt")
         match = f'sluicegate_records_in_total{{pipeline="{name}"}}'
-        assert await prometheus.label_values("operator", match) == [OPERATOR]
+        # The agent, and the router add_agent puts in front of it.
+        operators = await prometheus.label_values("operator", match)
+        assert operators == [OPERATOR, f"{OPERATOR}.router"]
 
         # The rules evaluate on real series without error; dead letters fire, lag does not.
         rules = await prometheus.rules()

@@ -79,11 +79,13 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
             Child("coordinator", [*me, "coordinator", "--pipeline", PIPELINE, "--interval",
                                   "0.5", "--http-port", str(port)], restart=False),
             *(Child(f"worker-{i}", [*me, "worker", "--pipeline", PIPELINE, "--worker-id",
-                                    f"worker-{i}", "--slots", "2"], restart=True)
+                                    f"worker-{i}", "--slots", "3"], restart=True)
               for i in (1, 2)),
         ]  # fmt: skip
         supervisor = Supervisor(children, env, log_path=log)
-        print(f"pipeline {name}: {TOPICS.tasks} -> refund-desk agent x2 -> results, events")
+        print(
+            f"pipeline {name}: {TOPICS.tasks} -> router -> refund-desk agent x2 -> results, events"
+        )
         print(f"world service {world.url}; coordinator API http://127.0.0.1:{port}")
         print(f"process logs: {log}; checkpoints: {root / 'checkpoints'}")
         running = asyncio.create_task(supervisor.run())

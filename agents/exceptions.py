@@ -1,0 +1,82 @@
+"""Errors of a person's decision on a run, under the tree drawn in ``operators.exceptions``::
+
+    SluicegateError
+    ├── RetryableError
+    │   └── EventsUnavailableError   the agent's events topic could not be read in time
+    └── FatalError
+        └── DecisionRefusedError     the decision cannot apply to the run as it stands
+            ├── UnknownRunError      no event of the run (HTTP 404)
+            └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+
+(Errors of the effect journal and of model clients are in ``agents.journal.exceptions`` and
+``agents.models.exceptions``.) Each carries ``what_to_do``, which the HTTP API returns and the
+CLI prints.
+"""
+
+from __future__ import annotations
+
+from operators.exceptions import FatalError, RetryableError
+
+__all__ = [
+    "DecisionRefusedError",
+    "EventsUnavailableError",
+    "RunNotWaitingError",
+    "UnknownRunError",
+]
+
+
+class EventsUnavailableError(RetryableError):
+    """The events ``topic`` could not be read up to its end (``cause`` says why)."""
+
+    def __init__(self, topic: str, cause: str) -> None:
+        self.message = f"cannot read the agent's events topic {topic!r}: {cause}"
+        self.what_to_do = (
+            "check the topic's name, that the broker is up and that the pipeline was started"
+        )
+        super().__init__(f"{self.message}; {self.what_to_do}")
+        self.topic, self.cause = topic, cause
+
+
+class DecisionRefusedError(FatalError):
+    """A decision on ``run_id`` of ``agent`` was refused; nothing was written."""
+
+    def __init__(self, agent: str, run_id: str, message: str, what_to_do: str) -> None:
+        super().__init__(f"{message}; {what_to_do}")
+        self.agent, self.run_id, self.what_to_do = agent, run_id, what_to_do
+        self.message = message
+
+
+class UnknownRunError(DecisionRefusedError):
+    """The agent's events ``topic`` holds no event of ``run_id``."""
+
+    def __init__(self, agent: str, run_id: str, topic: str) -> None:
+        super().__init__(
+            agent,
+            run_id,
+            f"agent {agent!r} has no run {run_id!r}: {topic} holds no committed event of it",
+            "check the run id and the agent; a run shows up once the checkpoint after its "
+            "task completes (about one checkpoint interval); a task that did not validate is "
+            "in the pipeline's dead-letter topic; a run whose events outlived the topic's "
+            "retention can be decided with force",
+        )
+        self.topic = topic
+
+
+class RunNotWaitingError(DecisionRefusedError):
+    """Run ``run_id`` is ``status`` (its latest committed event), or waits on another call."""
+
+    def __init__(
+        self, agent: str, run_id: str, status: str, *, waits_on: str = "", call_id: str = ""
+    ) -> None:
+        if call_id and waits_on:
+            problem = f"run {run_id!r} waits for approval of call {waits_on!r}, not {call_id!r}"
+        else:
+            problem = f"run {run_id!r} of agent {agent!r} is {status}, not waiting for approval"
+        super().__init__(
+            agent,
+            run_id,
+            problem,
+            "decide on the call the run waits on (see its approval_requested event); a run "
+            "that was just decided on shows its new status about one checkpoint interval later",
+        )
+        self.status, self.waits_on, self.call_id = status, waits_on, call_id

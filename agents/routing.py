@@ -1,0 +1,58 @@
+"""The routing stage in front of an agent: tasks and decisions re-keyed by run, whatever their
+producer.
+
+A run lives in the state of one partition, so every record about it must reach that partition.
+The outside world writes tasks and approval decisions with whatever client it has, and clients
+disagree on where a key goes: Java clients (and sluicegate) hash it with murmur2, librdkafka
+clients (kcat, confluent-kafka, rdkafka) with CRC32, and a producer may pick a partition
+itself. A decision written by sluicegate for a task written by kcat used to land in another
+partition than its run, and was dead-lettered as an unknown run.
+
+So `add_agent` puts this stateless operator between the sources and the agent, as Kafka
+Streams puts a repartition topic before a keyed aggregation: it reads the ``tasks`` and
+``approvals`` sources, whatever partition a record is in, validates it, and re-emits it keyed by
+its ``run_id`` (from the value, not the record key) to two topics of the pipeline,
+``sluicegate.<pipeline>.<agent>.tasks-by-run`` and ``.approvals-by-run``. The engine's
+partitioner places both records of a run in the same partition number, so the agent subtask
+that holds a run also reads its decisions. Being topics between operators, they are
+exactly-once under checkpoints like any other (records are stamped with attempt and interval,
+a restore skips orphans of an older attempt); routing adds no checkpoint of latency.
+
+A record that does not validate is dead-lettered here, with the coordinates of the source
+record the producer wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.messages import ApprovalDecision, TaskRequest
+from operators.contract import Context, Record
+
+__all__ = ["RunRouter", "routed_topic"]
+
+
+def routed_topic(pipeline: str, agent: str, source: str) -> str:
+    """The pipeline's topic holding ``source`` (``tasks`` or ``approvals``) keyed by run."""
+    return f"sluicegate.{pipeline}.{agent}.{source}-by-run"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRouter:
+    """The routing stage's process function: source record in, the same value out, keyed by
+    ``run_id``, to the routed topic of its source."""
+
+    tasks: str
+    approvals: str
+    routed_tasks: str
+    routed_approvals: str
+
+    def __call__(self, record: Record, ctx: Context) -> None:
+        if record.topic == self.tasks:
+            run_id = TaskRequest.model_validate_json(record.value).run_id
+            ctx.emit(self.routed_tasks, record.value, key=run_id.encode())
+        elif record.topic == self.approvals:
+            run_id = ApprovalDecision.model_validate_json(record.value).run_id
+            ctx.emit(self.routed_approvals, record.value, key=run_id.encode())
+        else:
+            raise ValueError(f"the router of {self.tasks} does not read {record.topic}")

@@ -1,0 +1,146 @@
+"""Approvals reach their run whatever partitioner placed the run's task (issue 11, item 6).
+
+A task written by kcat or any librdkafka client lands where CRC32 of its key says; sluicegate
+writes the approval where murmur2 says. The two differ for most keys, and the agent subtask
+owning the approval's partition did not know the run: the approval was dead-lettered as
+"unknown run" and the run waited forever.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from fastapi import FastAPI
+
+from agents.agent import AgentTopics, add_agent, agents_in
+from agents.approval_routes import approvals_router
+from agents.messages import TaskRequest
+from coordinator.local import LocalJob
+from operators.pipeline import Pipeline
+from operators.runtime.partitioner import partition_for
+from operators.runtime.readers import committed_from_start
+from operators.runtime.topics import dead_letter_topic
+from operators.storage import open_storage
+from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
+from sluicegate.demos.refund_desk.world import WorldServer
+
+PARTITIONS = 4
+
+
+@pytest.fixture
+def world() -> Iterator[WorldServer]:
+    with WorldServer() as server:
+        yield server
+
+
+def librdkafka_partition(key: bytes, partitions: int) -> int:
+    """librdkafka's default partitioner (``consistent_random``) for a keyed record: CRC32."""
+    return zlib.crc32(key) % partitions
+
+
+def run_id_placed_apart(tag: str) -> str:
+    """A run id that librdkafka and sluicegate put in different partitions."""
+    for i in range(100):
+        run_id = f"kcat-{tag}-{i}"
+        key = run_id.encode()
+        if librdkafka_partition(key, PARTITIONS) != partition_for(key, PARTITIONS,
+                                                                  input_partition=0):  # fmt: skip
+            return run_id
+    raise AssertionError("no run id placed apart among 100")
+
+
+async def wait_for_record(
+    bootstrap: str, topic: str, timeout_s: float, **fields: object
+) -> dict[str, object]:
+    """The first committed JSON record of ``topic`` with ``fields``; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
+        while time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                for record in records:
+                    found: dict[str, object] = json.loads(record.value or b"{}")
+                    if all(found.get(k) == v for k, v in fields.items()):
+                        return found
+    raise AssertionError(f"no record {fields} in {topic} within {timeout_s} s")
+
+
+async def committed_records(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every committed record value of ``topic`` up to its end offsets as of now."""
+    values: list[bytes] = []
+    async with committed_from_start(bootstrap, topic, partitions) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await consumer.end_offsets(tps)
+        deadline = time.monotonic() + 30
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
+            assert time.monotonic() < deadline, f"{topic} not read to its end within 30 s"
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                values.extend(r.value or b"" for r in records)
+    return values
+
+
+async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
+    kafka_bootstrap: str, tmp_path: Path, world: WorldServer
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    p = Pipeline(f"routing-{tag}")
+    topics = AgentTopics(
+        tasks=f"tasks-{tag}", approvals=f"approvals-{tag}",
+        events=f"events-{tag}", results=f"results-{tag}",
+    )  # fmt: skip
+    add_agent(p, refund_desk(world.url), partitions=PARTITIONS, parallelism=2, topics=topics)
+    app = FastAPI()
+    app.include_router(approvals_router(kafka_bootstrap, agents_in(p.build())))
+    api = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
+    job = LocalJob(
+        p.build(), bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "storage"),
+        work_dir=tmp_path / "work", interval_seconds=0.3,
+    )  # fmt: skip
+    run_id = run_id_placed_apart(tag)
+    task = TaskRequest(run_id=run_id, goal=task_goal(f"ord-{tag}", research=1))
+    await job.start()
+    try:
+        # 1. The task, as kcat would write it: partition = CRC32(key) mod partitions.
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            key = run_id.encode()
+            await producer.send_and_wait(
+                topics.tasks, task.model_dump_json().encode(), key=key,
+                partition=librdkafka_partition(key, PARTITIONS),
+            )  # fmt: skip
+        finally:
+            await producer.stop()
+        requested = await wait_for_record(
+            kafka_bootstrap, topics.events, 60, run_id=run_id, type="approval_requested"
+        )
+        assert requested["status"] == "waiting_approval"
+
+        # 2. The approval, through sluicegate's API (murmur2): it must reach the run.
+        approve = f"/agents/refund-desk/runs/{run_id}/approve"
+        accepted = await api.post(approve, json={"by": "ann"})
+        assert accepted.status_code == 202, accepted.text
+        result = await wait_for_record(kafka_bootstrap, topics.results, 30, run_id=run_id)
+        # 3. Exactly once: two more checkpoints later, still one result and one email.
+        await job.wait_for_checkpoints(len(job.completed) + 2, timeout_s=30)
+        results = await committed_records(kafka_bootstrap, topics.results, PARTITIONS)
+        dead = await committed_records(kafka_bootstrap, dead_letter_topic(p.name), 1)
+        # 4. A decision the finished run cannot take is refused, not accepted and lost.
+        again = await api.post(approve, json={"by": "ann"})
+    finally:
+        await job.crash()
+        await api.aclose()
+    assert again.status_code == 409, again.text
+    assert "is done, not waiting for approval" in again.json()["message"]
+    assert result["status"] == "done"
+    assert Counter(json.loads(r)["run_id"] for r in results) == Counter({run_id: 1})
+    assert world.state.stats()["effects_by_kind"] == {"refund": 1, "email": 1, "reversal": 0}
+    assert dead == []
