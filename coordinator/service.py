@@ -118,6 +118,23 @@ class RecentAbort:
     at: float
 
 
+def graph_mismatch(subtasks: list[str], manifest: CheckpointManifest) -> str | None:
+    """Why ``manifest`` cannot restore a job of ``subtasks`` (None: it can). A checkpoint is
+    restored subtask by subtask, so an added or removed operator, or another parallelism, has
+    no state to start from (an added source reader would re-read its sources from the start)."""
+    missing = sorted(set(subtasks) - set(manifest.subtasks))
+    extra = sorted(set(manifest.subtasks) - set(subtasks))
+    if not missing and not extra:
+        return None
+    return (
+        f"checkpoint {manifest.checkpoint_id} was taken by another pipeline shape "
+        f"(subtasks without state in it: {missing or 'none'}; state of subtasks the pipeline "
+        f"no longer has: {extra or 'none'}). Run the pipeline as it was, or start it on new "
+        "checkpoint storage (with a new pipeline name, or after deleting its sink-progress "
+        "topic); changing operators or parallelism across a restore needs a savepoint"
+    )
+
+
 class Coordinator:
     """Coordinates ``graph``'s workers through Kafka; steps in the module docstring."""
 
@@ -487,6 +504,11 @@ class Coordinator:
                 "checkpoint storage and the sink-progress topic to start afresh",
                 self.graph.name,
             )
+            self.job.apply(JobEvent.FATAL)
+            return
+        if latest is not None and (mismatch := graph_mismatch(self._subtasks, latest)):
+            self.failure = Failure(mismatch)
+            logger.error("pipeline %s: %s", self.graph.name, mismatch)
             self.job.apply(JobEvent.FATAL)
             return
         if self._previous is None:

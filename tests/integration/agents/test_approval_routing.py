@@ -130,7 +130,7 @@ async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
         assert accepted.status_code == 202, accepted.text
         result = await wait_for_record(kafka_bootstrap, topics.results, 30, run_id=run_id)
         # 3. Exactly once: two more checkpoints later, still one result and one email.
-        await job.wait_for_checkpoints(len(job.completed) + 2, timeout_s=30)
+        await job.wait_for_checkpoints(job.completed + 2, timeout_s=30)
         results = await committed_records(kafka_bootstrap, topics.results, PARTITIONS)
         dead = await committed_records(kafka_bootstrap, dead_letter_topic(p.name), 1)
         # 4. A decision the finished run cannot take is refused, not accepted and lost.

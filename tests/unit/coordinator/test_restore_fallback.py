@@ -45,9 +45,11 @@ class Sent:
 
 async def coordinator_with_checkpoints(*ids: int) -> Coordinator:
     storage = open_storage("memory://")
+    graph = word_count(uuid.uuid4().hex[:8])
+    phases = {str(s): (0.0, 0.0, 0.0) for s in graph.subtasks()}  # the pipeline's shape
     for n in ids:
-        await ManifestStore(storage).commit(manifest(n))
-    c = Coordinator(word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=storage)
+        await ManifestStore(storage).commit(manifest(n, phases=phases))
+    c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage)
     c._link = Sent()
     beat = Heartbeat("w1", "i1", slots=4, attempt=0, subtasks=())
     c.liveness.on_heartbeat("w1", time.monotonic(), beat)
