@@ -289,8 +289,8 @@ class Coordinator:
                     "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
                     message.corrupt_checkpoint, message.reason,
                 )  # fmt: skip
+                self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
                 await self.manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
-                self.restore_fallbacks += 1
             await self._fail(
                 f"subtask {message.subtask} failed: {message.reason}", now, message.subtask
             )
@@ -494,8 +494,8 @@ class Coordinator:
                 lost.checkpoint_id, lost.reason,
                 found.manifest.checkpoint_id if found.manifest else None,
             )  # fmt: skip
+            self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
             await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
-            self.restore_fallbacks += 1
         latest = found.manifest
         if latest is None and found.any_completed:
             logger.error(

@@ -12,9 +12,11 @@ aligning barriers, snapshotting, and writing its outputs.
 3. open the `Operator` (it schedules the wake-ups its restored state calls for);
 4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
-5. loop: handle control messages (``completed``, ``aborted``, ``stop``), fetch records, pass
-   each through the `RestoreFilter` and the `BarrierAligner` to processing, then run the
-   wake-ups that are due; ``stop`` ends the loop (the job is stopping) and `run` returns.
+5. loop: handle control messages (``trigger``: barrier n on every source channel at the read
+   position; ``completed``, ``aborted``, ``stop``), fetch records, pass each through the
+   `RestoreFilter` (records of the job's own topics; a source record's headers are user data)
+   and the `BarrierAligner` to processing, then run the wake-ups that are due; ``stop`` ends
+   the loop (the job is stopping) and `run` returns.
 
 An emitted record bound for a sink topic goes to that topic's `Sink` (`Subtask._send`); any
 other goes out through the producer, stamped with the writer's attempt and interval. On
