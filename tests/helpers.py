@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 
+import pytest
 from aiokafka import ConsumerRecord
 
 from operators.protocol.messages import SnapshotFile, StateHandle
@@ -26,3 +30,20 @@ def assert_counted_exactly_once(
     seen = counts_by_word(records)
     for word, n in expected.items():
         assert seen[word] == list(range(1, n + 1)), f"{word}: {seen[word][:20]}, expected 1..{n}"
+
+
+async def kcat_produce(bootstrap: str, topic: str, lines: bytes, *args: str) -> None:
+    """Produce ``lines`` (one record per line) with the real kcat (librdkafka), passing
+    ``args`` (e.g. ``-K``, ``-H``); skips without kcat, unless ``SLUICEGATE_REQUIRE_KCAT`` is
+    set (CI installs it), then fails."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        if os.environ.get("SLUICEGATE_REQUIRE_KCAT"):
+            pytest.fail("kcat is not installed (.ci/run installs it)")
+        pytest.skip("kcat is not installed: apt-get install kcat")
+    process = await asyncio.create_subprocess_exec(
+        kcat, "-P", "-b", bootstrap, "-t", topic, *args,
+        stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(lines), 120)
+    assert process.returncode == 0, stderr.decode()

@@ -21,7 +21,7 @@ from operators.runtime.manifest import ManifestStore
 from operators.runtime.readers import committed_from_start
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import PARTITIONS, produce_lines, read_sink, word_count
-from tests.helpers import assert_counted_exactly_once
+from tests.helpers import assert_counted_exactly_once, kcat_produce
 
 FORGED = [
     [("sg-attempt", b"999"), ("sg-interval", b"1"), ("sg-writer", b"x"), ("sg-kind", b"record")],
@@ -191,3 +191,34 @@ async def test_two_pipelines_sharing_a_topic_name_never_take_each_others_records
     finally:
         for job in jobs.values():
             await job.crash()
+
+
+async def test_kcat_records_with_sg_headers_are_counted_as_user_data(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The same through a client we did not write: kcat (librdkafka) sets ``sg-*`` headers."""
+    tag = uuid.uuid4().hex[:8]
+    await create_source(kafka_bootstrap, f"lines-{tag}")
+    job = LocalJob(
+        word_count(tag),
+        bootstrap=kafka_bootstrap,
+        storage=open_storage(tmp_path / "storage"),
+        work_dir=tmp_path / "work",
+        interval_seconds=0.2,
+    )
+    await job.start()
+    lines = [f"k{i % 5} z{i % 2}" for i in range(300)]
+    try:
+        forged = ["-H", "sg-attempt=999", "-H", "sg-kind=barrier", "-H", "sg-checkpoint=7"]
+        await kcat_produce(
+            kafka_bootstrap, f"lines-{tag}", "\n".join(lines).encode() + b"\n", *forged
+        )
+        expected = Counter(word for line in lines for word in line.split())
+        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        assert_counted_exactly_once(counts, expected)
+        await job.wait_for_checkpoints(job.completed + 2, timeout_s=60)
+        job.raise_failure()
+        assert job.attempt == 1
+    finally:
+        await job.crash()
+    assert await count_records(kafka_bootstrap, f"lines-{tag}") == len(lines)

@@ -13,8 +13,9 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,6 +33,7 @@ from operators.runtime.topics import dead_letter_topic
 from operators.storage import open_storage
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
+from tests.helpers import kcat_produce
 
 PARTITIONS = 4
 
@@ -73,9 +75,13 @@ async def wait_for_record(
     raise AssertionError(f"no record {fields} in {topic} within {timeout_s} s")
 
 
-async def committed_records(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
-    """Every committed record value of ``topic`` up to its end offsets as of now."""
+async def committed_records(
+    bootstrap: str, topic: str, partitions: int, *, by_partition: bool = False
+) -> Any:
+    """Every committed record value of ``topic`` up to its end offsets as of now (a list, or
+    partition -> list with ``by_partition``)."""
     values: list[bytes] = []
+    placed: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     async with committed_from_start(bootstrap, topic, partitions) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = await consumer.end_offsets(tps)
@@ -84,11 +90,44 @@ async def committed_records(bootstrap: str, topic: str, partitions: int) -> list
             assert time.monotonic() < deadline, f"{topic} not read to its end within 30 s"
             for records in (await consumer.getmany(timeout_ms=200)).values():
                 values.extend(r.value or b"" for r in records)
-    return values
+                for r in records:
+                    placed[r.partition].append(r.value or b"")
+    return placed if by_partition else values
+
+
+WriteTask = Callable[[str, str, bytes, bytes], Awaitable[None]]
+
+
+async def crc32_write(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    """The task as a librdkafka client writes it: partition = CRC32(key) mod partitions."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        partition = librdkafka_partition(key, PARTITIONS)
+        await producer.send_and_wait(topic, value, key=key, partition=partition)
+    finally:
+        await producer.stop()
+
+
+async def kcat_write(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    """The task written by the real kcat (librdkafka, its default partitioner)."""
+    await kcat_produce(bootstrap, topic, key + b"\t" + value + b"\n", "-K", "\t")
 
 
 async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
     kafka_bootstrap: str, tmp_path: Path, world: WorldServer
+) -> None:
+    await approval_reaches_the_run(kafka_bootstrap, tmp_path, world, crc32_write)
+
+
+async def test_approvals_reach_runs_whose_tasks_kcat_wrote(
+    kafka_bootstrap: str, tmp_path: Path, world: WorldServer
+) -> None:
+    await approval_reaches_the_run(kafka_bootstrap, tmp_path, world, kcat_write)
+
+
+async def approval_reaches_the_run(
+    kafka_bootstrap: str, tmp_path: Path, world: WorldServer, write_task: WriteTask
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     p = Pipeline(f"routing-{tag}")
@@ -108,17 +147,15 @@ async def test_approvals_reach_runs_whose_tasks_another_partitioner_placed(
     task = TaskRequest(run_id=run_id, goal=task_goal(f"ord-{tag}", research=1))
     await job.start()
     try:
-        # 1. The task, as kcat would write it: partition = CRC32(key) mod partitions.
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-        await producer.start()
-        try:
-            key = run_id.encode()
-            await producer.send_and_wait(
-                topics.tasks, task.model_dump_json().encode(), key=key,
-                partition=librdkafka_partition(key, PARTITIONS),
-            )  # fmt: skip
-        finally:
-            await producer.stop()
+        # 1. The task, written by another client: it lands where CRC32(key) says.
+        key = run_id.encode()
+        await write_task(kafka_bootstrap, topics.tasks, key, task.model_dump_json().encode())
+        placed = await committed_records(
+            kafka_bootstrap, topics.tasks, PARTITIONS, by_partition=True
+        )
+        assert [p for p, values in placed.items() if values] == [
+            librdkafka_partition(key, PARTITIONS)
+        ]
         requested = await wait_for_record(
             kafka_bootstrap, topics.events, 60, run_id=run_id, type="approval_requested"
         )
