@@ -3,7 +3,9 @@
 At most ``max_in_flight`` records are in flight; `submit` waits for a free slot, which stops
 the subtask from fetching more (the effect of pausing its partitions). `drain` waits for every
 record in flight: the synchronous phase of a checkpoint runs only after it, so a snapshot never
-holds half of a record's effects.
+holds half of a record's effects. `retire` lets the calls already running finish, within a
+bound, and starts no other (the subtask is being replaced: an effect in flight must finish and
+be journaled rather than be cut off and repeated by the next attempt).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class KeyedExecutor:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tails: dict[bytes | None, asyncio.Task[None]] = {}
         self._failure: BaseException | None = None
+        self._started: set[asyncio.Task[None]] = set()
+        self._retiring = False
 
     @property
     def in_flight(self) -> int:
@@ -47,6 +51,15 @@ class KeyedExecutor:
         if self._failure is not None:
             raise self._failure
 
+    async def retire(self, timeout_s: float) -> int:
+        """Start no more work; wait up to ``timeout_s`` for the calls already running (not the
+        ones queued behind them) and return how many were still running then."""
+        self._retiring = True
+        running = [task for task in self._started if not task.done()]
+        if running and timeout_s > 0:
+            await asyncio.wait(running, timeout=timeout_s)
+        return sum(not task.done() for task in running)
+
     async def cancel(self) -> None:
         """Cancel everything in flight (the subtask is stopping)."""
         tasks = list(self._tails.values())
@@ -65,11 +78,16 @@ class KeyedExecutor:
         try:
             if previous is not None:
                 await asyncio.wait({previous})
+            if self._retiring:
+                return  # being replaced: what has not started never starts
+            assert current is not None
+            self._started.add(current)
             await work()
         except Exception as exc:  # noqa: BLE001 - kept and re-raised by drain()
             if self._failure is None:
                 self._failure = exc
         finally:
+            self._started.discard(current)
             self._slots.release()
             if self._tails.get(key) is current:
                 del self._tails[key]

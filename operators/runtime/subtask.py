@@ -201,6 +201,18 @@ class Subtask:
         finally:
             await self._close()
 
+    async def retire(self, timeout_s: float) -> None:
+        """This subtask is being replaced (a newer attempt): let the process-function and
+        wake-up calls already running finish, within ``timeout_s``, and start no other. An agent's
+        tool call in flight then journals its outcome instead of being cut off and called again
+        by the next attempt. The caller cancels the subtask afterwards; nothing it does from
+        now on is part of any checkpoint."""
+        left = await self._executor.retire(timeout_s)
+        if left:
+            logger.warning(
+                "%s: %s calls still running after %.0f s are cancelled", self.name, left, timeout_s
+            )
+
     def status_counts(self) -> dict[str, dict[str, int]]:
         """The operator's `Operator.status_counts`, copied (the heartbeat sends them); empty
         if they fail, which must not stop the heartbeats."""

@@ -7,7 +7,9 @@
    heartbeat disagrees with it;
 2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt, the running subtasks and
    their operators' status counts (an agent's runs by status);
-3. on an `Assign` of a newer attempt: cancel every running subtask (they are zombies now), then
+3. on an `Assign` of a newer attempt: retire every running subtask (they are zombies now: the
+   calls they are running may finish, within ``retire_seconds``, so that an effect in flight
+   is journaled, not cut off), cancel them, then
    start the subtasks assigned to this worker, each restored from the manifest of
    ``restore_from`` read from checkpoint storage;
 4. on ``trigger(n)``, ``completed(n)``, ``aborted(n)``, ``stop``: hand the message to every
@@ -77,18 +79,22 @@ class Worker:
         storage: Storage,
         work_dir: Path,
         heartbeat_seconds: float = 1.0,
+        retire_seconds: float = 10.0,
         subtask_settings: SubtaskSettings | None = None,
         registry: CollectorRegistry | None = None,
         link: WorkerLink | None = None,
     ) -> None:
         """``registry``: where the subtasks report their metrics (default: the global one,
         which ``sluicegate worker --metrics-port`` serves); ``link``: the control plane
-        (default: the pipeline's Kafka control topics)."""
+        (default: the pipeline's Kafka control topics); ``retire_seconds``: how long subtasks
+        replaced by a newer attempt may finish the calls they are running (an agent's effect in
+        flight) before they are cancelled."""
         self.graph, self.worker_id, self.slots = graph, worker_id, slots
         self._bootstrap = bootstrap
         self._storage = storage
         self._work_dir = work_dir
         self._heartbeat_seconds = heartbeat_seconds
+        self._retire_seconds = retire_seconds
         self._settings = subtask_settings
         self._registry = registry
         self.attempt = 0
@@ -154,7 +160,7 @@ class Worker:
             hosted.link.inbox.put_nowait(message)
 
     async def _assign(self, assign: Assign) -> None:
-        await self._stop_subtasks()
+        await self._stop_subtasks(retire=True)
         self.attempt = assign.attempt
         mine = assign.assignment.get(self.worker_id, ())
         manifest = None
@@ -195,7 +201,14 @@ class Worker:
             self.worker_id, list(mine), assign.attempt, assign.restore_from,
         )  # fmt: skip
 
-    async def _stop_subtasks(self) -> None:
+    async def _stop_subtasks(self, *, retire: bool = False) -> None:
+        """Stop every hosted subtask; with ``retire``, first let each finish the calls it is
+        running, for up to ``retire_seconds`` (step 3 of the module docstring)."""
+        running = [h for h in self._hosted.values() if not h.task.done()]
+        if retire and running:
+            await asyncio.gather(
+                *(h.subtask.retire(self._retire_seconds) for h in running), return_exceptions=True
+            )
         tasks = [hosted.task for hosted in self._hosted.values()]
         for task in tasks:
             task.cancel()

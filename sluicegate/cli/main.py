@@ -107,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
         "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
     )
     worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    worker.add_argument(
+        "--retire-seconds",
+        type=float,
+        default=10.0,
+        help="on a recovery, how long subtasks may finish the calls they are running (an "
+        "agent's tool call in flight) before they are cancelled (default 10)",
+    )
     _add_bootstrap(worker)
     worker.add_argument(
         "--metrics-port",
@@ -302,6 +309,7 @@ def _worker(args: argparse.Namespace) -> int:
         bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         work_dir=settings.state_dir / args.worker_id,
+        retire_seconds=args.retire_seconds,
     )
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     metrics = None if port is None else MetricsServer.start(args.metrics_host, port)

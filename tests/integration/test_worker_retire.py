@@ -1,0 +1,66 @@
+"""Regression (issue 12, item 1): a global recovery cancelled the calls a healthy worker was
+running, so an agent's tool call in flight was left ``issued`` without ``done`` and called
+again by the next attempt. Now a worker replaced by a newer attempt lets its subtasks finish
+the calls they are running (within ``retire_seconds``) before it cancels them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+from operators.contract import Context, Record
+from operators.pipeline import Pipeline
+from operators.protocol.messages import Assign
+from operators.runtime.control import InMemoryBus
+from operators.runtime.topics import ensure_topics
+from operators.runtime.worker import Worker
+from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines
+
+
+async def test_a_call_in_flight_finishes_when_a_newer_attempt_replaces_its_subtask(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    calls: list[tuple[str, float]] = []
+
+    async def slow_effect(record: Record, ctx: Context) -> None:
+        calls.append(("started", time.monotonic()))
+        await asyncio.sleep(0.5)  # a tool call on the wire
+        calls.append(("finished", time.monotonic()))
+
+    p = Pipeline(f"retire-{tag}")
+    p.source(f"in-{tag}", partitions=1)
+    p.operator("op", slow_effect, inputs=f"in-{tag}", outputs=[])
+    graph = p.build()
+    await ensure_topics(kafka_bootstrap, graph)
+    bus = InMemoryBus()
+    coordinator = bus.coordinator_end()
+    worker = Worker(
+        graph, worker_id="w", slots=1, bootstrap=kafka_bootstrap,
+        storage=open_storage(tmp_path / "storage"), work_dir=tmp_path / "work",
+        link=bus.worker_end(), retire_seconds=5,
+    )  # fmt: skip
+    running = asyncio.create_task(worker.run())
+    try:
+        deadline = time.monotonic() + 60
+        while not bus.workers:  # the worker's end joined the bus
+            assert time.monotonic() < deadline, "the worker never joined"
+            await asyncio.sleep(0.01)
+        plan: dict[str, tuple[str, ...]] = {"w": ("op#0",)}
+        await coordinator.send(Assign(1, None, 1, plan))
+        await produce_lines(kafka_bootstrap, f"in-{tag}", ["one"])
+        while not calls:
+            assert time.monotonic() < deadline, "the call never started"
+            await asyncio.sleep(0.01)
+        await coordinator.send(Assign(2, None, 1, plan))  # a global recovery elsewhere
+        while worker.attempt != 2:
+            assert time.monotonic() < deadline, "attempt 2 never started"
+            await asyncio.sleep(0.01)
+        assert [event for event, _ in calls[:2]] == ["started", "finished"]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
