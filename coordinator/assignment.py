@@ -28,6 +28,7 @@ from operators.storage import NotFoundError, Storage
 __all__ = [
     "ASSIGNMENTS",
     "load_assignment",
+    "load_plan",
     "plan_assignment",
     "save_assignment",
     "unbalanced",
@@ -102,18 +103,28 @@ async def save_assignment(storage: Storage, attempt: int, assignment: Assignment
             await storage.delete(_path(older))
 
 
-async def load_assignment(storage: Storage) -> dict[str, str]:
-    """subtask -> worker of the newest stored plan; empty if none (or unreadable)."""
+async def load_plan(storage: Storage) -> tuple[int, Assignment] | None:
+    """The newest stored plan: its attempt and worker -> subtasks; None if none (or
+    unreadable, or written by a newer coordinator: plan afresh rather than misread it)."""
     attempts = await _stored_attempts(storage)
     if not attempts:
-        return {}
+        return None
     try:
         body = json.loads(await storage.get(_path(max(attempts))))
     except (NotFoundError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get("schema_version") != _SCHEMA_VERSION:
+        return None
+    plan = {str(w): tuple(str(s) for s in subs) for w, subs in body["assignment"].items()}
+    return int(body["attempt"]), plan
+
+
+async def load_assignment(storage: Storage) -> dict[str, str]:
+    """subtask -> worker of the newest stored plan; empty if none (or unreadable)."""
+    loaded = await load_plan(storage)
+    if loaded is None:
         return {}
-    if body.get("schema_version") != _SCHEMA_VERSION:
-        return {}  # a newer coordinator wrote it: plan afresh rather than misread it
-    return {s: worker for worker, subs in body["assignment"].items() for s in subs}
+    return {s: worker for worker, subs in loaded[1].items() for s in subs}
 
 
 def _path(attempt: int) -> str:

@@ -120,6 +120,7 @@ class LocalJob:
                 timeout_seconds=options.timeout_seconds,
                 periodic_checkpoints=options.periodic_checkpoints,
                 heartbeat_timeout_seconds=options.heartbeat_timeout_seconds,
+                adopt_seconds=0,  # its worker died with it (`crash`): nothing to adopt
                 restart_policy=RestartPolicy(max_restarts=0, window_seconds=1e9),
             ),
             link=bus.coordinator_end(),

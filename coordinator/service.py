@@ -9,9 +9,11 @@ loop either way.
 
 `run` performs, in order:
 
-1. create the pipeline's topics; take the next attempt durably (``attempts/<A>``), so a
-   restarted coordinator never reuses one: whatever was in flight is abandoned, and the
-   pipeline recovers from the last completed checkpoint;
+1. create the pipeline's topics; if every worker of the newest stored plan still runs its
+   attempt (a coordinator crash alone), adopt that attempt: nothing restarts
+   (`coordinator.adoption`, within ``adopt_seconds``); otherwise take the next attempt
+   durably (``attempts/<A>``), so a restarted coordinator never reuses one: whatever was in
+   flight is abandoned, and the pipeline recovers from the last completed checkpoint;
 2. wait for live workers with enough slots, then assign every subtask and send `Assign`
    (attempt, checkpoint to restore, next checkpoint id) to the workers;
 3. loop: read worker messages; re-send the assignment to a worker whose heartbeat disagrees;
@@ -38,8 +40,10 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from coordinator.adoption import Adopt, Wait, decide_adoption
 from coordinator.assignment import (
     load_assignment,
+    load_plan,
     plan_assignment,
     save_assignment,
     unbalanced,
@@ -98,6 +102,9 @@ class CoordinatorOptions:
     restart_policy: RestartPolicy = field(
         default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
     )
+    adopt_seconds: float = 3.0
+    """How long a starting coordinator waits for the workers of the newest plan to report the
+    attempt they run, to adopt it (0: always take a new attempt)."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""
 
@@ -174,6 +181,8 @@ class Coordinator:
         self._offsets: AIOKafkaConsumer | None = None
         self._last_audit: AuditReport | None = None
         self._storage_backoff = StorageBackoff()
+        self._adoption: tuple[int, dict[str, tuple[str, ...]], float] | None = None
+        """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
         self.stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
@@ -204,7 +213,7 @@ class Coordinator:
         try:  # clients started inside: a cancel during a start must still stop them all
             await self._offsets.start()
             async with self._link:
-                await self._new_attempt()
+                await self._start_or_adopt()
                 self.stats.seed(await self.manifests.latest())
                 while not self.job.is_terminal:
                     for message in await self._link.receive(0.05):
@@ -249,6 +258,12 @@ class Coordinator:
     async def _tick(self, now: float) -> None:
         if self.job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
+        if self._adoption is not None:
+            if self.stopping is None:
+                await self._try_adopt(now)
+                return
+            self._adoption = None  # a stop before the decision: stop a new attempt's way
+            await self._new_attempt()
         for worker in self.liveness.dead(now):
             self.liveness.forget(worker)
             if self._assigned(worker):
@@ -468,6 +483,56 @@ class Coordinator:
 
     def _assigned(self, worker: str) -> bool:
         return bool(self.assign and self.assign.assignment.get(worker))
+
+    async def _start_or_adopt(self) -> None:
+        """Step 1 of the module docstring: adopt when the newest plan's workers may still run
+        it, else a new attempt."""
+        loaded = await load_plan(self.storage) if self.settings.adopt_seconds > 0 else None
+        if loaded is None:
+            await self._new_attempt()
+            return
+        attempt, plan = loaded
+        self._adoption = (attempt, plan, time.monotonic() + self.settings.adopt_seconds)
+
+    async def _try_adopt(self, now: float) -> None:
+        assert self._adoption is not None
+        attempt, plan, deadline = self._adoption
+        decision = decide_adoption(attempt, plan, self.liveness.alive_infos(now))
+        if isinstance(decision, Wait) and now < deadline:
+            return
+        self._adoption = None
+        if not isinstance(decision, Adopt):
+            reason = decision.reason if not isinstance(decision, Wait) else (
+                f"no heartbeat from {', '.join(decision.missing)}"
+            )  # fmt: skip
+            logger.info(
+                "pipeline %s: not adopting attempt %s: %s", self.graph.name, attempt, reason
+            )
+            await self._new_attempt()
+            return
+        self.attempt = attempt
+        self.tracker = CheckpointTracker(
+            subtasks=self._subtasks,
+            next_checkpoint_id=await next_checkpoint_id(self.storage),
+            attempt=attempt,
+            interval_seconds=self.settings.interval_seconds,
+            min_pause_seconds=self.settings.min_pause_seconds,
+            timeout_seconds=self.settings.timeout_seconds,
+        )
+        latest = await self.manifests.latest()
+        self.assign = Assign(
+            attempt=attempt,
+            restore_from=latest.checkpoint_id if latest else None,
+            next_checkpoint_id=self.tracker.next_checkpoint_id,
+            assignment=decision.assignment,
+        )
+        self._previous = {s: w for w, subs in decision.assignment.items() for s in subs}
+        self.job.apply(JobEvent.WORKERS_READY)
+        self._restart.on_running(now)
+        logger.info(
+            "pipeline %s: adopted the running attempt %s (no restart): %s",
+            self.graph.name, attempt, decision.assignment,
+        )  # fmt: skip
 
     async def _new_attempt(self) -> None:
         """Take the next attempt durably and prepare the tracker for it."""

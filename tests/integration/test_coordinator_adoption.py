@@ -1,0 +1,78 @@
+"""Regression (issue 12, item 1): a coordinator crash alone restarted the job (a new attempt
+cancelled every subtask, cutting off calls in flight). Now a restarted coordinator adopts the
+attempt its workers still run: no subtask restarts, checkpoints go on, counts stay exact."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from coordinator.service import Coordinator, CoordinatorOptions
+from operators.runtime.topics import ensure_topics
+from operators.runtime.worker import Worker
+from operators.storage import open_storage
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from tests.helpers import assert_counted_exactly_once
+
+
+async def test_a_restarted_coordinator_adopts_the_running_attempt(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(12)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    storage = open_storage(tmp_path / "storage")
+    settings = CoordinatorOptions(interval_seconds=0.3, heartbeat_timeout_seconds=5)
+    workers = [
+        Worker(
+            graph,
+            worker_id=f"w{i}",
+            slots=2,
+            bootstrap=kafka_bootstrap,
+            storage=storage,
+            work_dir=tmp_path / f"w{i}",
+            heartbeat_seconds=0.3,
+        )
+        for i in (1, 2)
+    ]
+    lines = [" ".join(rng.choices(["a", "b", "c", "d"], k=3)) for _ in range(4000)]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    first = Coordinator(graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings)
+    first_task = asyncio.create_task(first.run())
+    second: asyncio.Task[None] | None = None
+    try:
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:2000])
+        deadline = time.monotonic() + 60
+        while first.stats.completed < 2:
+            assert time.monotonic() < deadline, "no checkpoints before the crash"
+            await asyncio.sleep(0.05)
+        attempt = first.attempt
+        hosted = {w.worker_id: dict(w.subtasks) for w in workers}
+        first_task.cancel()  # the coordinator dies; the workers do not
+        await asyncio.gather(first_task, return_exceptions=True)
+
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[2000:])
+        restarted = Coordinator(
+            graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings
+        )
+        second = asyncio.create_task(restarted.run())
+        while restarted.stats.completed < 2:
+            assert time.monotonic() < deadline, "no checkpoints after the restart"
+            assert not second.done(), second
+            await asyncio.sleep(0.05)
+        assert restarted.attempt == attempt, "the restarted coordinator took a new attempt"
+        assert [w.attempt for w in workers] == [attempt, attempt]
+        for w in workers:  # the very same subtask objects: none was restarted
+            assert all(w.subtasks[n] is s for n, s in hosted[w.worker_id].items())
+        expected = Counter(word for line in lines for word in line.split())
+        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        assert_counted_exactly_once(counts, expected)
+    finally:
+        for task in [*tasks, *([second] if second else [])]:
+            task.cancel()
+        await asyncio.gather(*tasks, *([second] if second else []), return_exceptions=True)
