@@ -5,7 +5,7 @@ from __future__ import annotations
 from coordinator.adoption import Adopt, Restart, Wait, decide_adoption
 from operators.protocol.messages import Heartbeat
 
-PLAN = {"w1": ("a#0", "b#0"), "w2": ("a#1", "b#1")}
+PLAN: dict[str, tuple[str, ...]] = {"w1": ("a#0", "b#0"), "w2": ("a#1", "b#1")}
 
 
 def beat(worker: str, attempt: int, *subtasks: str) -> Heartbeat:
