@@ -11,6 +11,7 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from operators.protocol.messages import SnapshotFile, StateHandle
+from operators.runtime.manifest import ManifestStore
 from sluicegate.demos.wordcount import counts_by_word
 
 
@@ -47,3 +48,19 @@ async def kcat_produce(bootstrap: str, topic: str, lines: bytes, *args: str) -> 
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(lines), 120)
     assert process.returncode == 0, stderr.decode()
+
+
+async def sst_new_in_latest(manifests: ManifestStore) -> SnapshotFile:
+    """An SST of the newest checkpoint that the closest older retained checkpoint that differs
+    does not hold: damaging it breaks the newest checkpoint only (incremental checkpoints share
+    files; under load an interval can pass without input, and so without a new SST)."""
+    newest = await manifests.latest()
+    assert newest is not None, "no completed checkpoint"
+    for older_id in reversed((await manifests.completed())[:-1]):
+        older = await manifests.load(older_id)
+        kept = {f.path for s in older.subtasks.values() for f in s.handle.files}
+        for snapshot in newest.subtasks.values():
+            for f in snapshot.handle.files:
+                if f.name.endswith(".sst") and f.path not in kept:
+                    return f
+    raise AssertionError("the newest checkpoint has no SST that a retained older one lacks")

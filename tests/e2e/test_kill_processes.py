@@ -19,7 +19,7 @@ from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from sluicegate.devkafka import DevBroker
 from tests.e2e.cluster import Cluster, word_count_module
-from tests.helpers import assert_counted_exactly_once
+from tests.helpers import assert_counted_exactly_once, sst_new_in_latest
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
@@ -139,20 +139,7 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     manifests = ManifestStore(open_storage(storage_dir))
     newest = await manifests.latest()
     assert newest is not None
-    sst = None
-    for older_id in reversed((await manifests.completed())[:-1]):
-        older_manifest = await manifests.load(older_id)
-        older = {f.path for s in older_manifest.subtasks.values() for f in s.handle.files}
-        new_ssts = [
-            f
-            for s in newest.subtasks.values()
-            for f in s.handle.files
-            if f.name.endswith(".sst") and f.path not in older
-        ]
-        if new_ssts:
-            sst = new_ssts[0]
-            break
-    assert sst is not None, "the newest checkpoint has no SST that a retained older one lacks"
+    sst = await sst_new_in_latest(manifests)
     stored = storage_dir / sst.path
     data = bytearray(stored.read_bytes())
     data[len(data) // 2] ^= 0xFF

@@ -25,6 +25,7 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import Storage, open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from tests.helpers import sst_new_in_latest
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -92,20 +93,7 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
 
         newest = await manifests.latest()
         assert newest is not None
-        victim = None
-        for older_id in reversed((await manifests.completed())[:-1]):
-            older = await manifests.load(older_id)
-            kept = {f.path for s in older.subtasks.values() for f in s.handle.files}
-            new = [
-                f
-                for s in newest.subtasks.values()
-                for f in s.handle.files
-                if f.name.endswith(".sst") and f.path not in kept
-            ]
-            if new:
-                victim = new[0]
-                break
-        assert victim is not None, "the newest checkpoint has no SST an older one lacks"
+        victim = await sst_new_in_latest(manifests)
         await storage.delete(victim.path)
 
         second = worker("w2", tag, kafka_bootstrap, storage, tmp_path)
