@@ -27,7 +27,8 @@ from agents.state import Budget
 from agents.tools import Tool, ToolDeclarationError, ToolResources
 from operators.contract import Operator
 from operators.graph import JobGraph
-from operators.pipeline import OwnedTopic, Pipeline
+from operators.pipeline import Pipeline
+from operators.specs import OwnedTopic
 
 __all__ = ["JOURNAL_SUFFIX", "ROUTER_SUFFIX", "Agent", "AgentTopics", "add_agent", "agents_in"]
 

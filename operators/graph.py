@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.pipeline import OperatorSpec, Pipeline, PipelineError, TopicKind, TopicSpec
+from operators.exceptions import PipelineError
+from operators.pipeline import Pipeline
 from operators.protocol.records import SOURCE_WRITER, Channel, TopicPartition
+from operators.specs import OperatorSpec, TopicKind, TopicSpec
 
 __all__ = ["JobGraph", "SubtaskId"]
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING
 
 from operators.contract import FunctionOperator, Operator, OperatorFactory, ProcessFunction
-from operators.exceptions import FatalError
+from operators.exceptions import PipelineError
+from operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
 
 if TYPE_CHECKING:
     from operators.graph import JobGraph
@@ -33,57 +32,6 @@ __all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind
 
 _UID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-class PipelineError(FatalError):
-    """The pipeline declaration is invalid; ``culprit`` names the operator or topic at fault."""
-
-    def __init__(self, culprit: str, problem: str) -> None:
-        super().__init__(f"{culprit}: {problem}")
-        self.culprit = culprit
-        self.problem = problem
-
-
-class TopicKind(Enum):
-    SOURCE = "source"
-    TOPIC = "topic"
-    SINK = "sink"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    kind: TopicKind
-    exactly_once: bool = True
-    """For sinks: publish on checkpoint completion in a transaction (else at once, with ids)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OwnedTopic:
-    """A topic an operator keeps for itself (not part of the dataflow), with one partition per
-    input partition: ``sluicegate.<pipeline>.<uid>.<suffix>``."""
-
-    suffix: str
-    compact: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class OperatorSpec:
-    uid: str
-    factory: OperatorFactory
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    parallelism: int
-    owned_topics: tuple[OwnedTopic, ...] = ()
-    labels: tuple[tuple[str, str], ...] = ()
-    """Facts about the operator for tools that read the graph (e.g. ``kind=agent``)."""
-
-    def label(self, name: str) -> str | None:
-        return dict(self.labels).get(name)
-
-    def owned_topic_name(self, pipeline: str, suffix: str) -> str:
-        return f"sluicegate.{pipeline}.{self.uid}.{suffix}"
 
 
 class Pipeline:

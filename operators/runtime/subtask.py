@@ -50,7 +50,6 @@ from prometheus_client import CollectorRegistry
 from operators.contract import FunctionOperator, Record
 from operators.graph import JobGraph, SubtaskId
 from operators.metrics import FetchedPositions, SubtaskMetrics
-from operators.pipeline import TopicKind
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
 from operators.protocol.exceptions import MalformedHeadersError
 from operators.protocol.messages import (
@@ -87,6 +86,7 @@ from operators.runtime.sinks import Sink, SinkRecord, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
 from operators.runtime.topics import dead_letter_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
+from operators.specs import TopicKind
 from operators.state.local_checkpoint import LocalCheckpoint
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.store import PartitionState

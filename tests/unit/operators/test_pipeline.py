@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from operators.contract import Context, Operator, Record
+from operators.exceptions import PipelineError
 from operators.graph import SubtaskId
-from operators.pipeline import OwnedTopic, Pipeline, PipelineError
+from operators.pipeline import Pipeline
 from operators.protocol.records import Channel, TopicPartition
 from operators.runtime.topics import wanted_topics
+from operators.specs import OwnedTopic
 
 
 def noop(record: Record, ctx: Context) -> None:
