@@ -11,10 +11,10 @@ operator must have the same partition count (they are co-partitioned by key).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from operators.exceptions import PipelineError
-from operators.pipeline import Pipeline
 from operators.protocol.records import SOURCE_WRITER, Channel, TopicPartition
 from operators.specs import OperatorSpec, TopicKind, TopicSpec
 
@@ -48,9 +48,11 @@ class JobGraph:
     operators: dict[str, OperatorSpec]
 
     @classmethod
-    def from_pipeline(cls, pipeline: Pipeline) -> JobGraph:
-        """Validate ``pipeline``; raise `PipelineError` naming the first culprit found."""
-        graph = cls(pipeline.name, dict(pipeline.topics), dict(pipeline.operators))
+    def validated(
+        cls, name: str, topics: Mapping[str, TopicSpec], operators: Mapping[str, OperatorSpec]
+    ) -> JobGraph:
+        """Validate a declaration; raise `PipelineError` naming the first culprit found."""
+        graph = cls(name, dict(topics), dict(operators))
         graph._validate()
         return graph
 

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from operators.contract import FunctionOperator, Operator, OperatorFactory, ProcessFunction
 from operators.exceptions import PipelineError
+from operators.graph import JobGraph
 from operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
-
-if TYPE_CHECKING:
-    from operators.graph import JobGraph
 
 __all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
 
@@ -105,9 +102,7 @@ class Pipeline:
 
     def build(self) -> JobGraph:
         """Validate the declaration and return the job graph; raises `PipelineError`."""
-        from operators.graph import JobGraph
-
-        return JobGraph.from_pipeline(self)
+        return JobGraph.validated(self.name, self.topics, self.operators)
 
     def _add_topic(
         self, name: str, partitions: int, kind: TopicKind, *, exactly_once: bool = True
