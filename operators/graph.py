@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from operators.exceptions import PipelineError
-from operators.protocol.records import SOURCE_WRITER, Channel, TopicPartition
+from operators.protocol.channels import Channel, TopicPartition
+from operators.protocol.records import SOURCE_WRITER
 from operators.specs import OperatorSpec, TopicKind, TopicSpec
 
 __all__ = ["JobGraph", "SubtaskId"]

@@ -22,6 +22,7 @@ from operators.protocol.alignment import (
     Decline,
     Process,
 )
+from operators.protocol.channels import Channel, TopicPartition
 from operators.protocol.exceptions import (
     MalformedHeadersError,
     ProtocolError,
@@ -35,10 +36,8 @@ from operators.protocol.records import (
     KIND_HEADER,
     SOURCE_WRITER,
     WRITER_HEADER,
-    Channel,
     RecordKind,
     RecordMeta,
-    TopicPartition,
     decode_headers,
     encode_headers,
 )

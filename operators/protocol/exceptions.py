@@ -12,12 +12,8 @@ exits non-zero, so that a global recovery rewinds the pipeline.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from operators.exceptions import FatalError
-
-if TYPE_CHECKING:
-    from operators.protocol.records import Channel
+from operators.protocol.channels import Channel
 
 __all__ = [
     "MalformedHeadersError",

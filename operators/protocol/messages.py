@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.protocol.records import TopicPartition
+from operators.protocol.channels import TopicPartition
 
 __all__ = [
     "STATE_HANDLE_SCHEMA_VERSION",

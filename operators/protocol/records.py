@@ -1,4 +1,5 @@
-"""Value types of the data plane: partitions, channels, and the ``sg-*`` record headers.
+"""The ``sg-*`` record headers of the data plane (its partitions and channels are in
+`operators.protocol.channels`).
 
 Every record a subtask writes carries ``sg-attempt``, ``sg-interval``, ``sg-writer`` and
 ``sg-pipeline`` (so that two pipelines that share a topic name never take each other's records
@@ -30,10 +31,8 @@ __all__ = [
     "PIPELINE_HEADER",
     "SOURCE_WRITER",
     "WRITER_HEADER",
-    "Channel",
     "RecordKind",
     "RecordMeta",
-    "TopicPartition",
     "decode_headers",
     "encode_headers",
 ]
@@ -59,22 +58,6 @@ _KNOWN_HEADERS: Final = frozenset(
         PIPELINE_HEADER,
     }
 )
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    """One partition of a topic."""
-
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Channel:
-    """An input partition together with one writer that appends to it."""
-
-    partition: TopicPartition
-    writer: str
 
 
 class RecordKind(StrEnum):

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
+from operators.protocol.channels import TopicPartition
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -26,7 +27,6 @@ from operators.protocol.messages import (
     ToWorker,
     TriggerCheckpoint,
 )
-from operators.protocol.records import TopicPartition
 
 __all__ = [
     "WIRE_SCHEMA_VERSION",

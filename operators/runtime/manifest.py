@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from operators.protocol.channels import TopicPartition
 from operators.protocol.messages import CheckpointAck, RestorePoint, StateHandle
-from operators.protocol.records import TopicPartition
 from operators.storage import NotFoundError, Storage
 from operators.storage.layout import (
     CHECKPOINTS,

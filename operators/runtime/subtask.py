@@ -51,6 +51,7 @@ from operators.contract import FunctionOperator, Record
 from operators.graph import JobGraph, SubtaskId
 from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
+from operators.protocol.channels import Channel, TopicPartition
 from operators.protocol.exceptions import MalformedHeadersError
 from operators.protocol.messages import (
     CheckpointAborted,
@@ -63,10 +64,8 @@ from operators.protocol.messages import (
 )
 from operators.protocol.records import (
     SOURCE_WRITER,
-    Channel,
     RecordKind,
     RecordMeta,
-    TopicPartition,
     decode_headers,
     encode_headers,
 )

@@ -8,7 +8,7 @@ from operators.contract import Context, Operator, Record
 from operators.exceptions import PipelineError
 from operators.graph import SubtaskId
 from operators.pipeline import Pipeline
-from operators.protocol.records import Channel, TopicPartition
+from operators.protocol.channels import Channel, TopicPartition
 from operators.runtime.topics import wanted_topics
 from operators.specs import OwnedTopic
 

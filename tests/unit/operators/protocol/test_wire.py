@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from operators.protocol.channels import TopicPartition
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -16,7 +17,6 @@ from operators.protocol.messages import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.protocol.records import TopicPartition
 from operators.protocol.wire import decode_message, encode_message
 from tests.helpers import fake_state_handle
 
