@@ -22,8 +22,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.agent import AgentTopics
 from agents.client import send_decision
+from agents.declaration import AgentTopics
 from agents.exceptions import (
     DecisionRefusedError,
     EventsUnavailableError,

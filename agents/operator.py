@@ -31,7 +31,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from agents import run as machine
-from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics
+from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from agents.faults import fault_point
 from agents.journal import (
     EffectKind,
