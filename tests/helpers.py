@@ -1,11 +1,14 @@
-"""Small builders shared by tests."""
+"""Small builders shared by tests, and waiting on a condition with a deadline."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import NoReturn, TypeVar, overload
 
 import pytest
 from aiokafka import ConsumerRecord
@@ -13,6 +16,8 @@ from aiokafka import ConsumerRecord
 from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.runtime.manifest import ManifestStore
 from sluicegate.demos.wordcount import counts_by_word
+
+T = TypeVar("T")
 
 
 def fake_state_handle(key: str, checkpoint_id: int = 1) -> StateHandle:
@@ -64,3 +69,78 @@ async def sst_new_in_latest(manifests: ManifestStore) -> SnapshotFile:
                 if f.name.endswith(".sst") and f.path not in kept:
                     return f
     raise AssertionError("the newest checkpoint has no SST that a retained older one lacks")
+
+
+@overload
+async def wait_for(
+    condition: Callable[[], Awaitable[T | None]],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = ...,
+    details: Callable[[], str] | None = ...,
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    condition: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = ...,
+    details: Callable[[], str] | None = ...,
+) -> T: ...
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[T | None] | T | None],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = 0.05,
+    details: Callable[[], str] | None = None,
+) -> T:
+    """Poll ``condition`` (a function or a coroutine function) every ``interval_s`` until it
+    returns a truthy value, and return that value.
+
+    After ``timeout_s`` the test fails naming ``what``, the last value seen and, if given,
+    ``details()`` (a log tail, say). An exception from ``condition`` ends the wait at once, so
+    a condition can also check that what it waits on is still alive.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            _time_out(what, timeout_s, value, details)
+        await asyncio.sleep(interval_s)
+
+
+def wait_for_sync(
+    condition: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = 0.05,
+    details: Callable[[], str] | None = None,
+) -> T:
+    """`wait_for` for code outside an event loop: sleeps the thread between polls."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            _time_out(what, timeout_s, value, details)
+        time.sleep(interval_s)
+
+
+def _time_out(
+    what: str, timeout_s: float, last: object, details: Callable[[], str] | None
+) -> NoReturn:
+    message = f"not within {timeout_s:g} s: {what} (last seen: {last!r})"
+    pytest.fail(f"{message}\n{details()}" if details else message)
