@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from coordinator.status import CoordinatorStatus
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count
+from tests.helpers import wait_for_sync
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +64,17 @@ def live_url(kafka_bootstrap: str) -> Iterator[str]:
     url, tasks = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
     try:
         client = CoordinatorClient(url)
-        deadline = time.monotonic() + 60
-        while client.status().last_completed_checkpoint is None:
-            assert time.monotonic() < deadline, "no checkpoint completed within 60 s"
+
+        def checkpoint_completed() -> bool:
+            if client.status().last_completed_checkpoint is not None:
+                return True
             for task in tasks:
                 assert not task.done() or task.cancelled(), task
-            time.sleep(0.1)
+            return False
+
+        wait_for_sync(
+            checkpoint_completed, timeout_s=60, interval_s=0.1, what="a completed checkpoint"
+        )
         yield url
     finally:
 

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sluicegate.devkafka import free_port
+from tests.helpers import wait_for_sync
 
 SLUICEGATE = str(Path(sys.executable).with_name("sluicegate"))
 
@@ -32,14 +33,6 @@ def _java_pids(marker: Path) -> list[int]:
         if cmdline and cmdline[0].endswith(b"java") and str(marker).encode() in b" ".join(cmdline):
             pids.append(int(entry.name))
     return pids
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.1)
 
 
 class Running:
@@ -149,7 +142,12 @@ def test_the_broker_dies_with_a_killed_launcher(dev_kafka: Running) -> None:
     dev_kafka.start()
     assert _java_pids(dev_kafka.data_dir)
     dev_kafka.stop(signal.SIGKILL)
-    _wait_for(lambda: not _java_pids(dev_kafka.data_dir), "the orphaned broker to exit")
+    wait_for_sync(
+        lambda: not _java_pids(dev_kafka.data_dir),
+        timeout_s=60,
+        interval_s=0.1,
+        what="the orphaned broker to exit",
+    )
 
 
 def test_a_busy_port_is_refused_with_advice(dev_kafka: Running, tmp_path: Path) -> None:

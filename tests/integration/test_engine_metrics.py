@@ -5,8 +5,6 @@ gauges."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +17,7 @@ from operators.graph import JobGraph
 from operators.pipeline import Pipeline
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines
+from tests.helpers import wait_for
 
 RECORDS = 200
 
@@ -37,11 +36,15 @@ def echo_graph(tag: str) -> JobGraph:
 
 
 async def wait_until(condition: Callable[[], bool], what: str, job: LocalJob) -> None:
-    deadline = time.monotonic() + 60
-    while not condition():
+    """Wait for ``condition``; raise the job's failure as soon as it has one."""
+
+    def met() -> bool:
+        if condition():
+            return True
         job.raise_failure()
-        assert time.monotonic() < deadline, f"not within 60 s: {what}"
-        await asyncio.sleep(0.05)
+        return False
+
+    await wait_for(met, timeout_s=60, what=what)
 
 
 async def test_a_subtask_reports_records_lag_and_restore_duration(

@@ -22,7 +22,7 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import counts_by_word, produce_lines, read_sink, word_count
-from tests.helpers import assert_counted_exactly_once
+from tests.helpers import assert_counted_exactly_once, wait_for
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -88,12 +88,12 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         second = Coordinator(graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings)
         second_task = asyncio.create_task(second.run())
         try:
-            for _ in range(600):  # 30 s for the worker's heartbeat and the assignment
-                if second.assign is not None:
-                    break
-                await asyncio.sleep(0.05)
-            assert second.assign is not None
-            assert second.assign.restore_from == final
+            assign = await wait_for(
+                lambda: second.assign,
+                timeout_s=30,  # for the worker's heartbeat and the assignment
+                what="the new coordinator's assignment",
+            )
+            assert assign.restore_from == final
             assert second.attempt == first.attempt + 1
             expected = Counter(w for line in before + during for w in line.split())
             total = sum(expected.values())

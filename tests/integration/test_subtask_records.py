@@ -23,6 +23,7 @@ from operators.runtime.readers import committed_from_start
 from operators.runtime.sinks import RECORD_ID_HEADER
 from operators.runtime.topics import dead_letter_topic
 from operators.storage import open_storage
+from tests.helpers import wait_for
 
 Records = list[ConsumerRecord[bytes, bytes]]
 Item = tuple[bytes, bytes, list[tuple[str, bytes]]]
@@ -220,11 +221,12 @@ async def test_a_job_that_lost_its_checkpoints_is_refused_not_silently_reset(
 
 async def first_failure(job: LocalJob, timeout_s: float) -> JobFailedError:
     """Wait until a subtask of ``job`` fails and return the failure."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def failure() -> JobFailedError | None:
         try:
             job.raise_failure()
-        except JobFailedError as failure:
-            return failure
-        await asyncio.sleep(0.05)
-    pytest.fail(f"no subtask failed within {timeout_s}s")
+        except JobFailedError as failed:
+            return failed
+        return None
+
+    return await wait_for(failure, timeout_s=timeout_s, what="a subtask to fail")

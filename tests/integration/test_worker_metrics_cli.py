@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import wait_for_sync
 
 PORT_LOG = re.compile(rb"metrics at http://127\.0\.0\.1:(\d+)/metrics")
 
@@ -33,13 +34,17 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
         process.wait()
 
 
-def wait_for(condition: Callable[[], object], what: str, log: Path, timeout_s: float = 60) -> None:
+def wait_showing_log(
+    condition: Callable[[], object], what: str, log: Path, timeout_s: float = 60
+) -> None:
     """Wait until ``condition()`` is truthy; fail with the tail of ``log`` after the time."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s} s: {what}\n{log.read_bytes()[-3000:].decode()}")
-        time.sleep(0.1)
+    wait_for_sync(
+        condition,
+        timeout_s=timeout_s,
+        interval_s=0.1,
+        what=what,
+        details=lambda: log.read_bytes()[-3000:].decode(),
+    )
 
 
 def subtasks(text: str) -> set[str]:
@@ -106,11 +111,13 @@ def test_a_worker_serves_its_metrics_on_the_port_it_logged(
                 )
         worker = processes[-1]
 
-        wait_for(lambda: PORT_LOG.search(logs["worker"].read_bytes()), "the port", logs["worker"])
+        wait_showing_log(
+            lambda: PORT_LOG.search(logs["worker"].read_bytes()), "the port", logs["worker"]
+        )
         found = PORT_LOG.search(logs["worker"].read_bytes())
         assert found is not None
         url = f"http://127.0.0.1:{int(found.group(1))}/metrics"
-        wait_for(lambda: restores(scrape(url)) == 4, "4 subtasks running", logs["worker"])
+        wait_showing_log(lambda: restores(scrape(url)) == 4, "4 subtasks running", logs["worker"])
 
     assert subtasks(scrape(url)) == {"tokenizer#0", "tokenizer#1", "counter#0", "counter#1"}
     families = {f.name: f.type for f in text_string_to_metric_families(scrape(url))}
