@@ -6,13 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import wait_for_sync
 
 __all__ = ["Cluster", "word_count_module"]
 
@@ -70,14 +71,20 @@ class Cluster:
     def api_url(self, timeout_s: float = 30) -> str:
         """The HTTP API of the coordinator's latest start (it listens on a port the OS picks)."""
         log = self.logs / f"coordinator.{self.starts['coordinator']}.log"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def address() -> str | None:
             for line in log.read_text().splitlines():
                 if line.startswith("coordinator API at "):
                     return line.removeprefix("coordinator API at ").strip()
             self.alive()
-            time.sleep(0.1)
-        pytest.fail(f"the coordinator did not print its API address within {timeout_s:.0f} s")
+            return None
+
+        return wait_for_sync(
+            address,
+            timeout_s=timeout_s,
+            interval_s=0.1,
+            what="the coordinator to print its API address",
+        )
 
     def stop_job(self) -> str:
         """``sluicegate stop`` against the coordinator; what it printed. The stop and the

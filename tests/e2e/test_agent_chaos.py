@@ -32,6 +32,7 @@ from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
 from tests.e2e.cluster import Cluster
+from tests.helpers import wait_for
 
 PARTITIONS = 4
 RUNS = int(os.environ.get("SLUICEGATE_AGENT_CHAOS_RUNS", "200"))
@@ -180,10 +181,13 @@ async def test_a_run_waiting_for_approval_survives_a_full_restart(
 
 async def wait_for_event(bootstrap: str, topic: str, kind: str, cluster: Cluster) -> None:
     async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+
+        async def seen() -> bool:
             cluster.alive()
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                if any(json.loads(r.value or b"{}").get("type") == kind for r in records):
-                    return
-        pytest.fail(f"no {kind} event within 120 s")
+            batches = (await consumer.getmany(timeout_ms=200)).values()
+            return any(
+                json.loads(r.value or b"{}").get("type") == kind for rs in batches for r in rs
+            )
+
+        # getmany waits up to 200 ms itself; no sleep between polls.
+        await wait_for(seen, timeout_s=120, interval_s=0, what=f"a {kind} event")

@@ -11,15 +11,13 @@ import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
-
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from sluicegate.devkafka import DevBroker
 from tests.e2e.cluster import Cluster, word_count_module
-from tests.helpers import assert_counted_exactly_once, sst_new_in_latest
+from tests.helpers import assert_counted_exactly_once, sst_new_in_latest, wait_for
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
@@ -34,24 +32,27 @@ async def newest_checkpoint(storage_dir: Path) -> int:
 
 async def wait_for_more_checkpoints(cluster: Cluster, storage: Path, more: int) -> None:
     start = await newest_checkpoint(storage)
-    deadline = time.monotonic() + 120
-    while await newest_checkpoint(storage) < start + more:
+
+    async def reached() -> bool:
+        if await newest_checkpoint(storage) >= start + more:
+            return True
         cluster.alive()
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {more} more checkpoints within 120 s")
-        await asyncio.sleep(0.1)
+        return False
+
+    await wait_for(reached, timeout_s=120, interval_s=0.1, what=f"{more} more checkpoints")
 
 
 async def wait_for_checkpoint_in_flight(cluster: Cluster, storage_dir: Path) -> None:
     """Wait until a checkpoint was triggered but has not completed (to kill mid-checkpoint)."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    async def in_flight() -> bool:
         triggered = [int(p.parent.name) for p in (storage_dir / "checkpoints").glob("*/_triggered")]
         if max(triggered, default=0) > await newest_checkpoint(storage_dir):
-            return
+            return True
         cluster.alive()
-        assert time.monotonic() < deadline, "no checkpoint in flight within 60 s"
-        await asyncio.sleep(0.005)
+        return False
+
+    await wait_for(in_flight, timeout_s=60, interval_s=0.005, what="a checkpoint in flight")
 
 
 async def assert_every_manifest_whole(storage_dir: Path) -> None:
@@ -148,11 +149,17 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
 
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[5000:])
     total = sum(expected.values())
-    deadline = time.monotonic() + 240
-    while newest.checkpoint_id not in await manifests.corrupt():
+    deadline = time.monotonic() + 240  # for the detection and the final counts together
+
+    async def detected() -> bool:
+        if newest.checkpoint_id in await manifests.corrupt():
+            return True
         cluster.alive()
-        assert time.monotonic() < deadline, "the corrupt checkpoint was never detected"
-        await asyncio.sleep(0.2)
+        return False
+
+    await wait_for(
+        detected, timeout_s=240, interval_s=0.2, what="the corrupt checkpoint to be detected"
+    )
     # Falling back behind the last published checkpoint republishes what was replayed, so the
     # sink holds every count at least once, and every word's final count is exact.
     seen: dict[str, set[int]] = defaultdict(set)

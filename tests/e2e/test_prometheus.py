@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -47,6 +46,7 @@ from operators.runtime.readers import committed_from_start
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
+from tests.helpers import wait_for
 from tests.observability import PROMETHEUS_DIR, dashboard_targets, load_dashboard
 
 T = TypeVar("T")
@@ -146,11 +146,7 @@ async def _until(
     detail: Callable[[], str] = lambda: "",
 ) -> None:
     """Poll ``check`` until it is true; fail after ``timeout_s`` saying ``what`` and ``detail``."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:g} s\n{detail()}", pytrace=False)
-        await asyncio.sleep(0.25)
+    await wait_for(check, timeout_s=timeout_s, interval_s=0.25, what=what, details=detail)
 
 
 def _tails(*logs: Path) -> Callable[[], str]:

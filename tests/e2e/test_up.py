@@ -3,19 +3,18 @@ logs, a worker killed with SIGKILL is restarted, and Ctrl-C stops every process.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 from operators.runtime.topics import ensure_topics
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from tests.helpers import wait_for
 
 
 def _children(pid: int) -> list[int]:
@@ -65,10 +64,13 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
 
         worker = next(p for p in _children(up.pid) if b"worker-1" in _cmdline(p))
         os.kill(worker, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while not any("[worker-1] exited with -9; restarting" in line for line in lines):
-            assert time.monotonic() < deadline, "".join(lines[-30:])
-            await asyncio.sleep(0.1)
+        await wait_for(
+            lambda: any("[worker-1] exited with -9; restarting" in line for line in lines),
+            timeout_s=60,
+            interval_s=0.1,
+            what="`up` to restart the killed worker",
+            details=lambda: "".join(lines[-30:]),
+        )
 
         await produce_lines(kafka_bootstrap, f"lines-{tag}", words)
         total = 2 * sum(expected.values())
