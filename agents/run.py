@@ -110,6 +110,14 @@ class CallTool(_ToolStep):
 Action = Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool
 
 
+_EFFECT_KINDS: dict[ToolKind, Literal["idempotent_write", "reversible", "irreversible"]] = {
+    ToolKind.IDEMPOTENT_WRITE: "idempotent_write",
+    ToolKind.REVERSIBLE: "reversible",
+    ToolKind.IRREVERSIBLE: "irreversible",
+}
+"""What an `EffectRecord` calls each kind of tool with an effect."""
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     state: RunState
@@ -165,7 +173,7 @@ def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
     # Approval is of this effect (its key), not of a call id a model may reuse.
     if tool.needs_approval and key not in state.approved_calls:
         return AskApproval(call, tool, arguments, key)
-    if tool.kind is not ToolKind.READ_ONLY and not any(e.key == key for e in state.effects):
+    if tool.kind.has_effect and not any(e.key == key for e in state.effects):
         return RecordIntent(call, tool, arguments, key)
     return CallTool(call, tool, arguments, key)
 
@@ -199,15 +207,13 @@ def after_model(state: RunState, response: ModelResponse, now: float) -> Transit
 
 def record_intent(state: RunState, action: RecordIntent, now: float) -> Transition:
     """Safe point before a tool with an effect runs."""
-    irreversible = action.tool.kind is ToolKind.IRREVERSIBLE
-    kind: Literal["reversible", "irreversible"] = "irreversible" if irreversible else "reversible"
     effect = EffectRecord(
         key=action.key,
         tool=action.tool.name,
         call_id=action.call.id,
         step=state.step,
         arguments=action.arguments,
-        kind=kind,
+        kind=_EFFECT_KINDS[action.tool.kind],
         compensate=action.tool.compensate,
     )
     state = state.model_copy(update={"effects": (*state.effects, effect), "updated_at": now})

@@ -82,7 +82,8 @@ class EffectRecord(BaseModel):
     call_id: str
     step: int
     arguments: dict[str, Any]
-    kind: Literal["reversible", "irreversible"]
+    kind: Literal["idempotent_write", "reversible", "irreversible"]
+    """The tool's `ToolKind` (never ``read_only``: a read is no effect)."""
     compensate: str | None = None
     status: Literal["issued", "done", "failed", "unknown"] = "issued"
     result: Any = None
