@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.state import Budget, RunState
 
@@ -21,6 +21,14 @@ __all__ = ["ApprovalDecision", "RunResult", "TaskRequest"]
 
 
 class TaskRequest(BaseModel):
+    """Start run ``run_id`` towards ``goal``.
+
+    ``metadata`` (added in schema_version 1 with a default, so tasks without it still parse)
+    is what the run carries for its tools, e.g. ``{"customer_id": "c-9", "tenant": "eu"}``:
+    kept in `RunState` and shown to every tool call as ``ctx.metadata``; the model does not see
+    it. Other top-level fields are refused, so a misspelt field is an error, not ignored.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1] = 1
@@ -28,6 +36,8 @@ class TaskRequest(BaseModel):
     goal: str = Field(min_length=1)
     budget: Budget | None = None
     """Overrides the agent's default budget for this run."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """JSON values the run's tools read as ``ctx.metadata``."""
 
 
 class ApprovalDecision(BaseModel):

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import JsonValue
+
 from agents.journal import effect_key
 from agents.models.contract import ChatMessage, ModelResponse, ToolCall
 from agents.state import EffectRecord, PendingApproval, RunState, RunStatus
-from agents.tools import Tool, ToolArgumentsError, ToolKind
+from agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
 
 __all__ = [
     "ALLOWED",
@@ -44,6 +46,7 @@ __all__ = [
     "record_intent",
     "reject_call",
     "start_run",
+    "tool_context",
 ]
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
@@ -124,7 +127,17 @@ class Transition:
     event: Event
 
 
-def start_run(run_id: str, goal: str, instructions: str, budget: Any, now: float) -> Transition:
+def start_run(
+    run_id: str,
+    goal: str,
+    instructions: str,
+    budget: Any,
+    now: float,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+) -> Transition:
+    """The first safe point of a run: the system and user messages, the budget, the task's
+    ``metadata`` (for tools; the model does not see it)."""
     messages = (
         ChatMessage(role="system", content=instructions),
         ChatMessage(role="user", content=goal),
@@ -132,6 +145,7 @@ def start_run(run_id: str, goal: str, instructions: str, budget: Any, now: float
     state = RunState(
         run_id=run_id,
         goal=goal,
+        metadata=dict(metadata or {}),
         messages=messages,
         budget=budget,
         created_at=now,
@@ -176,6 +190,11 @@ def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
     if tool.kind.has_effect and not any(e.key == key for e in state.effects):
         return RecordIntent(call, tool, arguments, key)
     return CallTool(call, tool, arguments, key)
+
+
+def tool_context(state: RunState, action: CallTool) -> ToolContext:
+    """What the tool of ``action`` is told: the run, the step, the effect key, the metadata."""
+    return ToolContext.of_run(state.run_id, state.step, action.key, state.metadata)
 
 
 def after_model(state: RunState, response: ModelResponse, now: float) -> Transition:

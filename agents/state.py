@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.models.contract import ChatMessage, ToolCall, Usage
 
@@ -110,6 +110,10 @@ class RunState(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
     goal: str
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """The task's metadata, shown to tools as ``ctx.metadata``. Added with a default within
+    schema_version 1: states written before it read as ``{}`` (no upgrader needed); a state
+    that has it does not read in code older than it (``extra="forbid"``)."""
     status: RunStatus = RunStatus.RUNNING
     reason: str | None = None
     answer: str | None = None

@@ -22,14 +22,18 @@ What a declaration promises, and what the runtime does with it:
   ``fail`` neither: the run fails closed with reason ``outcome_unknown``. The default is
   ``retry`` for ``read_only`` and ``idempotent_write`` tools, ``fail`` for the others.
 * The tool receives ``ctx.idempotency_key``; HTTP tools send it as ``Idempotency-Key``.
+* ``ctx.metadata`` is the task's ``metadata`` (``customer_id``, ``tenant``, ...), read-only,
+  the same on every call of the run and after any restore.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -73,11 +77,21 @@ class ToolKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool call knows about itself."""
+    """What a tool call knows about itself, and the metadata of its run's task."""
 
     run_id: str
     step: int
     idempotency_key: str
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The task's ``metadata``, read-only (see `of_run`)."""
+
+    @classmethod
+    def of_run(
+        cls, run_id: str, step: int, idempotency_key: str, metadata: Mapping[str, Any]
+    ) -> ToolContext:
+        """A context whose ``metadata`` is a read-only view of a deep copy of ``metadata``: a
+        tool that changes a nested value changes nothing in the run's state."""
+        return cls(run_id, step, idempotency_key, MappingProxyType(copy.deepcopy(dict(metadata))))
 
 
 class ToolDeclarationError(FatalError):
