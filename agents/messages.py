@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -35,9 +36,18 @@ class TaskRequest(BaseModel):
     run_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
     goal: str = Field(min_length=1)
     budget: Budget | None = None
-    """Overrides the agent's default budget for this run."""
+    """Limits for this run: the ones it sets replace the agent's default budget's, each capped
+    at the agent's ``budget_ceiling`` (`Agent.budget_for`)."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """JSON values the run's tools read as ``ctx.metadata``."""
+
+    def encode(self) -> bytes:
+        """The record value for the tasks topic; the budget names only the limits it sets, so
+        that the others stay the agent's (``Budget(max_cost_usd=0.1)`` keeps its step limit)."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"budget"})
+        if self.budget is not None:
+            data["budget"] = self.budget.model_dump(mode="json", exclude_unset=True)
+        return json.dumps(data).encode()
 
 
 class ApprovalDecision(BaseModel):

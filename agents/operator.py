@@ -167,7 +167,11 @@ class AgentOperator(Operator):
         if ctx.state.get(run_key(task.run_id)) is not None:
             logger.info("run %s exists: task record ignored", task.run_id)
             return
-        budget = task.budget or self.agent.budget
+        budget = self.agent.budget_for(task.budget)
+        if task.budget is not None and budget != task.budget:
+            logger.debug(
+                "run %s: budget %s asked for, %s granted", task.run_id, task.budget, budget
+            )
         start = machine.start_run(
             task.run_id,
             task.goal,

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from agents.journal import effect_key
 from agents.models.contract import ChatMessage, ModelResponse, ToolCall
-from agents.state import EffectRecord, PendingApproval, RunState, RunStatus
+from agents.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
 from agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
 
 __all__ = [
@@ -131,7 +131,7 @@ def start_run(
     run_id: str,
     goal: str,
     instructions: str,
-    budget: Any,
+    budget: Budget,
     now: float,
     *,
     metadata: Mapping[str, JsonValue] | None = None,
@@ -151,7 +151,7 @@ def start_run(
         created_at=now,
         updated_at=now,
     )
-    return _emit(state, {"type": "started", "goal": goal})
+    return _emit(state, {"type": "started", "goal": goal, "budget": budget.model_dump()})
 
 
 def budget_exceeded(state: RunState) -> str | None:

@@ -423,6 +423,16 @@ async def test_the_step_budget_ends_the_run_as_failed() -> None:
     assert (result.steps, desk.model.calls, desk.calls["look"]) == (2, 2, 2)
 
 
+async def test_a_task_asking_for_more_steps_than_the_ceiling_gets_the_ceiling() -> None:
+    desk = await opened([[("look", {"x": 1})]], budget_ceiling=Budget(max_steps=3))
+    await desk.task(budget=Budget(max_steps=50))
+    await desk.drain()
+    started = desk.world.events()[0]
+    assert started["budget"] == {"max_steps": 3, "max_cost_usd": None, "max_tokens": None}
+    (result,) = desk.world.results()
+    assert (result.status, result.steps) == ("failed", 3)
+
+
 async def test_a_retryable_tool_error_wakes_the_run_later_and_changes_nothing() -> None:
     desk = await opened([[("flaky", {})], "fine"])
     await desk.task()
