@@ -24,7 +24,7 @@ async def submit_tasks(bootstrap: str, topic: str, tasks: Iterable[TaskRequest])
     count = 0
     async with _producer(bootstrap) as producer:
         for task in tasks:
-            value = task.model_dump_json(exclude_none=True).encode()
+            value = task.encode()
             await producer.send(topic, value, key=task.run_id.encode())
             count += 1
         await producer.flush()

@@ -32,6 +32,11 @@ class Agent:
     tools: Sequence[Tool]
     instructions: str
     budget: Budget = field(default_factory=Budget)
+    """A run's budget when its task sets none: by default 20 steps (model calls), no cost and
+    no token limit (`Budget`)."""
+    budget_ceiling: Budget | None = None
+    """The most a task may ask for in its ``budget``; None: ``budget`` (a task may only
+    tighten it). See `budget_for`."""
     approval_timeout_s: float | None = None
     """Give up waiting for a person after this long; None waits forever."""
     on_approval_timeout: Literal["reject", "fail"] = "reject"
@@ -50,6 +55,18 @@ class Agent:
                 raise ToolDeclarationError(
                     t.name, f"its compensating tool {t.compensate!r} is not among the tools"
                 )
+
+    def budget_for(self, requested: Budget | None) -> Budget:
+        """The budget of a run whose task asks for ``requested``.
+
+        1. Start from ``budget``; the limits ``requested`` sets replace its own (a task that
+           sets only ``max_cost_usd`` keeps the agent's step limit).
+        2. Cap each limit at ``budget_ceiling`` (or ``budget``, when no ceiling is set): a task
+           asking for more, or for no limit, gets the ceiling's.
+        """
+        ceiling = self.budget if self.budget_ceiling is None else self.budget_ceiling
+        wanted = self.budget if requested is None else self.budget.overridden_by(requested)
+        return wanted.capped_by(ceiling)
 
     def make_model(self) -> ModelClient:
         model = self.model

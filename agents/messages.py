@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.state import Budget, RunState
 
@@ -21,13 +22,32 @@ __all__ = ["ApprovalDecision", "RunResult", "TaskRequest"]
 
 
 class TaskRequest(BaseModel):
+    """Start run ``run_id`` towards ``goal``.
+
+    ``metadata`` (added in schema_version 1 with a default, so tasks without it still parse)
+    is what the run carries for its tools, e.g. ``{"customer_id": "c-9", "tenant": "eu"}``:
+    kept in `RunState` and shown to every tool call as ``ctx.metadata``; the model does not see
+    it. Other top-level fields are refused, so a misspelt field is an error, not ignored.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1] = 1
     run_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
     goal: str = Field(min_length=1)
     budget: Budget | None = None
-    """Overrides the agent's default budget for this run."""
+    """Limits for this run: the ones it sets replace the agent's default budget's, each capped
+    at the agent's ``budget_ceiling`` (`Agent.budget_for`)."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """JSON values the run's tools read as ``ctx.metadata``."""
+
+    def encode(self) -> bytes:
+        """The record value for the tasks topic; the budget names only the limits it sets, so
+        that the others stay the agent's (``Budget(max_cost_usd=0.1)`` keeps its step limit)."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"budget"})
+        if self.budget is not None:
+            data["budget"] = self.budget.model_dump(mode="json", exclude_unset=True)
+        return json.dumps(data).encode()
 
 
 class ApprovalDecision(BaseModel):

@@ -46,7 +46,7 @@ from agents.messages import ApprovalDecision, RunResult, TaskRequest
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
 from agents.state import RunState, RunStatus, run_key
-from agents.tools import ToolContext, tool_schemas
+from agents.tools import tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
 from operators.exceptions import RetryableError
 from operators.state.store import PartitionState
@@ -167,9 +167,18 @@ class AgentOperator(Operator):
         if ctx.state.get(run_key(task.run_id)) is not None:
             logger.info("run %s exists: task record ignored", task.run_id)
             return
-        budget = task.budget or self.agent.budget
+        budget = self.agent.budget_for(task.budget)
+        if task.budget is not None and budget != task.budget:
+            logger.debug(
+                "run %s: budget %s asked for, %s granted", task.run_id, task.budget, budget
+            )
         start = machine.start_run(
-            task.run_id, task.goal, self.agent.instructions, budget, self._clock()
+            task.run_id,
+            task.goal,
+            self.agent.instructions,
+            budget,
+            self._clock(),
+            metadata=task.metadata,
         )
         self._save(start, ctx.state, ctx)
         ctx.wake(task.run_id.encode())
@@ -267,7 +276,7 @@ class AgentOperator(Operator):
         self, state: RunState, action: machine.CallTool, ctx: Context, now: float
     ) -> machine.Transition:
         tool = action.tool
-        tool_ctx = ToolContext(state.run_id, state.step, action.key)
+        tool_ctx = machine.tool_context(state, action)
 
         async def call() -> Any:
             return await tool.call(tool_ctx, action.arguments)

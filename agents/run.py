@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import JsonValue
+
 from agents.journal import effect_key
 from agents.models.contract import ChatMessage, ModelResponse, ToolCall
-from agents.state import EffectRecord, PendingApproval, RunState, RunStatus
-from agents.tools import Tool, ToolArgumentsError, ToolKind
+from agents.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
+from agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
 
 __all__ = [
     "ALLOWED",
@@ -44,6 +46,7 @@ __all__ = [
     "record_intent",
     "reject_call",
     "start_run",
+    "tool_context",
 ]
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
@@ -110,13 +113,31 @@ class CallTool(_ToolStep):
 Action = Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool
 
 
+_EFFECT_KINDS: dict[ToolKind, Literal["idempotent_write", "reversible", "irreversible"]] = {
+    ToolKind.IDEMPOTENT_WRITE: "idempotent_write",
+    ToolKind.REVERSIBLE: "reversible",
+    ToolKind.IRREVERSIBLE: "irreversible",
+}
+"""What an `EffectRecord` calls each kind of tool with an effect."""
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     state: RunState
     event: Event
 
 
-def start_run(run_id: str, goal: str, instructions: str, budget: Any, now: float) -> Transition:
+def start_run(
+    run_id: str,
+    goal: str,
+    instructions: str,
+    budget: Budget,
+    now: float,
+    *,
+    metadata: Mapping[str, JsonValue] | None = None,
+) -> Transition:
+    """The first safe point of a run: the system and user messages, the budget, the task's
+    ``metadata`` (for tools; the model does not see it)."""
     messages = (
         ChatMessage(role="system", content=instructions),
         ChatMessage(role="user", content=goal),
@@ -124,12 +145,13 @@ def start_run(run_id: str, goal: str, instructions: str, budget: Any, now: float
     state = RunState(
         run_id=run_id,
         goal=goal,
+        metadata=dict(metadata or {}),
         messages=messages,
         budget=budget,
         created_at=now,
         updated_at=now,
     )
-    return _emit(state, {"type": "started", "goal": goal})
+    return _emit(state, {"type": "started", "goal": goal, "budget": budget.model_dump()})
 
 
 def budget_exceeded(state: RunState) -> str | None:
@@ -165,9 +187,14 @@ def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
     # Approval is of this effect (its key), not of a call id a model may reuse.
     if tool.needs_approval and key not in state.approved_calls:
         return AskApproval(call, tool, arguments, key)
-    if tool.kind is not ToolKind.READ_ONLY and not any(e.key == key for e in state.effects):
+    if tool.kind.has_effect and not any(e.key == key for e in state.effects):
         return RecordIntent(call, tool, arguments, key)
     return CallTool(call, tool, arguments, key)
+
+
+def tool_context(state: RunState, action: CallTool) -> ToolContext:
+    """What the tool of ``action`` is told: the run, the step, the effect key, the metadata."""
+    return ToolContext.of_run(state.run_id, state.step, action.key, state.metadata)
 
 
 def after_model(state: RunState, response: ModelResponse, now: float) -> Transition:
@@ -199,15 +226,13 @@ def after_model(state: RunState, response: ModelResponse, now: float) -> Transit
 
 def record_intent(state: RunState, action: RecordIntent, now: float) -> Transition:
     """Safe point before a tool with an effect runs."""
-    irreversible = action.tool.kind is ToolKind.IRREVERSIBLE
-    kind: Literal["reversible", "irreversible"] = "irreversible" if irreversible else "reversible"
     effect = EffectRecord(
         key=action.key,
         tool=action.tool.name,
         call_id=action.call.id,
         step=state.step,
         arguments=action.arguments,
-        kind=kind,
+        kind=_EFFECT_KINDS[action.tool.kind],
         compensate=action.tool.compensate,
     )
     state = state.model_copy(update={"effects": (*state.effects, effect), "updated_at": now})

@@ -9,13 +9,14 @@ the run's tasks partition; each safe point also appends the control state to the
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.models.contract import ChatMessage, ToolCall, Usage
 
 __all__ = [
+    "DEFAULT_MAX_STEPS",
     "SCHEMA_VERSION",
     "Budget",
     "EffectRecord",
@@ -41,14 +42,46 @@ class RunStatus(StrEnum):
         return self in {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED}
 
 
+DEFAULT_MAX_STEPS = 20
+"""The step limit of a `Budget` that does not set one (an `Agent`'s default budget)."""
+
+
 class Budget(BaseModel):
-    """Limits enforced before each model call; None means no limit."""
+    """Limits enforced before each model call; None means no limit.
+
+    The default is ``max_steps=20`` (`DEFAULT_MAX_STEPS`), no cost and no token limit. A step is
+    one model call; a run that reaches a limit fails with reason ``budget_exceeded: ...``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_steps: int = Field(default=20, ge=1)
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
+
+    def overridden_by(self, requested: Budget) -> Budget:
+        """This budget with the limits ``requested`` sets (``model_fields_set``: the fields
+        its JSON named) in place of its own; the others stay as they are here."""
+        return self.model_copy(
+            update={f: getattr(requested, f) for f in requested.model_fields_set}
+        )
+
+    def capped_by(self, ceiling: Budget) -> Budget:
+        """Each limit no higher than ``ceiling``'s (no limit counts as the highest)."""
+        return Budget(
+            max_steps=min(self.max_steps, ceiling.max_steps),
+            max_cost_usd=_lowest(self.max_cost_usd, ceiling.max_cost_usd),
+            max_tokens=_lowest(self.max_tokens, ceiling.max_tokens),
+        )
+
+
+_Limit = TypeVar("_Limit", int, float)
+
+
+def _lowest(limit: _Limit | None, ceiling: _Limit | None) -> _Limit | None:
+    if limit is None:
+        return ceiling
+    return limit if ceiling is None else min(limit, ceiling)
 
 
 class RunUsage(BaseModel):
@@ -82,7 +115,8 @@ class EffectRecord(BaseModel):
     call_id: str
     step: int
     arguments: dict[str, Any]
-    kind: Literal["reversible", "irreversible"]
+    kind: Literal["idempotent_write", "reversible", "irreversible"]
+    """The tool's `ToolKind` (never ``read_only``: a read is no effect)."""
     compensate: str | None = None
     status: Literal["issued", "done", "failed", "unknown"] = "issued"
     result: Any = None
@@ -109,6 +143,10 @@ class RunState(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
     goal: str
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """The task's metadata, shown to tools as ``ctx.metadata``. Added with a default within
+    schema_version 1: states written before it read as ``{}`` (no upgrader needed); a state
+    that has it does not read in code older than it (``extra="forbid"``)."""
     status: RunStatus = RunStatus.RUNNING
     reason: str | None = None
     answer: str | None = None

@@ -11,21 +11,29 @@ parameters, with their type hints, become the argument schema the model sees (vi
 
 What a declaration promises, and what the runtime does with it:
 
-* ``kind``: ``read_only`` (no effect; safe to call again), ``reversible`` (names the tool that
-  ``compensate``\\ s it), ``irreversible`` (the run waits for a person's approval first).
+* ``kind``: ``read_only`` (no effect; safe to call again), ``idempotent_write`` (an effect
+  that the tool deduplicates by ``ctx.idempotency_key``, such as an upsert or a ``PUT``: it is
+  journaled like any effect but needs neither approval nor a compensating tool),
+  ``reversible`` (names the tool that ``compensate``\\ s it), ``irreversible`` (the run waits
+  for a person's approval first).
 * ``on_unknown``: how to settle a call that was issued but whose result was never recorded
   (the worker died in between): ``lookup`` asks ``lookup(ctx)`` whether the effect with this
   idempotency key happened; ``retry`` calls again with the same key (the tool is idempotent);
-  ``fail`` neither: the run fails closed with reason ``outcome_unknown``.
+  ``fail`` neither: the run fails closed with reason ``outcome_unknown``. The default is
+  ``retry`` for ``read_only`` and ``idempotent_write`` tools, ``fail`` for the others.
 * The tool receives ``ctx.idempotency_key``; HTTP tools send it as ``Idempotency-Key``.
+* ``ctx.metadata`` is the task's ``metadata`` (``customer_id``, ``tenant``, ...), read-only,
+  the same on every call of the run and after any restore.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -47,18 +55,43 @@ __all__ = [
 
 
 class ToolKind(StrEnum):
+    """What a call of the tool does to the world; see the module docstring."""
+
     READ_ONLY = "read_only"
+    IDEMPOTENT_WRITE = "idempotent_write"
     REVERSIBLE = "reversible"
     IRREVERSIBLE = "irreversible"
+
+    @property
+    def has_effect(self) -> bool:
+        """Calls are journaled as effects, behind a ``RecordIntent`` safe point."""
+        return self is not ToolKind.READ_ONLY
+
+    @property
+    def default_on_unknown(self) -> OnUnknown:
+        """``retry`` where calling again with the same key is safe by declaration."""
+        if self in (ToolKind.READ_ONLY, ToolKind.IDEMPOTENT_WRITE):
+            return OnUnknown.RETRY
+        return OnUnknown.FAIL
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool call knows about itself."""
+    """What a tool call knows about itself, and the metadata of its run's task."""
 
     run_id: str
     step: int
     idempotency_key: str
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The task's ``metadata``, read-only (see `of_run`)."""
+
+    @classmethod
+    def of_run(
+        cls, run_id: str, step: int, idempotency_key: str, metadata: Mapping[str, Any]
+    ) -> ToolContext:
+        """A context whose ``metadata`` is a read-only view of a deep copy of ``metadata``: a
+        tool that changes a nested value changes nothing in the run's state."""
+        return cls(run_id, step, idempotency_key, MappingProxyType(copy.deepcopy(dict(metadata))))
 
 
 class ToolDeclarationError(FatalError):
@@ -133,9 +166,7 @@ def tool(
         tool_name = name or function.__name__
         if not inspect.iscoroutinefunction(function):
             raise ToolDeclarationError(tool_name, "a tool is an async function")
-        policy = on_unknown
-        if policy is None:
-            policy = OnUnknown.RETRY if kind is ToolKind.READ_ONLY else OnUnknown.FAIL
+        policy = kind.default_on_unknown if on_unknown is None else on_unknown
         if policy is OnUnknown.LOOKUP and lookup is None:
             raise ToolDeclarationError(tool_name, "on_unknown=lookup needs a lookup function")
         if kind is ToolKind.REVERSIBLE and not compensate:

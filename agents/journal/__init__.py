@@ -53,6 +53,7 @@ from agents.journal.resolution import (
     RecordFound,
     Replay,
     Retry,
+    Rewrite,
     after_lookup,
     decide,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "RecordFound",
     "Replay",
     "Retry",
+    "Rewrite",
     "StatusCounts",
     "after_lookup",
     "decide",

@@ -26,6 +26,7 @@ from agents.journal.resolution import (
     RecordFound,
     Replay,
     Retry,
+    Rewrite,
     after_lookup,
     decide,
 )
@@ -111,9 +112,10 @@ async def perform(
 ) -> EffectResult | EffectUnknown:
     """Perform effect ``key`` at most once more, and return its outcome.
 
-    1. Read ``(issued, done)`` for ``key``; :func:`decide` with ``on_unknown`` (``LOOKUP``
-       without a ``lookup`` counts as ``FAIL``).
-    2. ``Replay``: return the recorded outcome, ``replayed=True``.
+    1. Read ``(issued, done)`` and the unacknowledged ``done`` for ``key``; :func:`decide`
+       with ``on_unknown`` (``LOOKUP`` without a ``lookup`` counts as ``FAIL``).
+    2. ``Replay``: return the recorded outcome, ``replayed=True``. ``Rewrite``: write the
+       unacknowledged ``done`` again, return its outcome, ``replayed=True``; nothing is called.
     3. ``Execute``: write ``issued`` (durably), ``fault("effect.before_call")``, ``call()``,
        ``fault("effect.after_call")``, write ``done``, return.
     4. ``Lookup``: ``lookup()``; found → write ``done`` with the found value and return it
@@ -125,15 +127,17 @@ async def perform(
     ``call`` raising a :class:`~operators.exceptions.RetryableError` propagates with no
     ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
     other exception is a permanent failure of the effect, recorded as ``done`` with ``error``
-    so that every replay sees the same failure.
+    so that every replay sees the same failure. The outcome returned after a ``done`` write is
+    the one the journal keeps: the first ``done`` of ``key``.
 
     Raises:
         RetryableError: from ``call``, ``lookup`` or the journal; retry the step later.
     """
     issued, done = journal.get(key)
+    unacknowledged = journal.unacknowledged(key)
     policy = OnUnknown.FAIL if on_unknown is OnUnknown.LOOKUP and lookup is None else on_unknown
-    decision = decide(issued, done, policy)
-    resolution = EffectResolution(key, EffectState.of(issued, done))
+    decision = decide(issued, done, policy, unacknowledged)
+    resolution = EffectResolution(key, EffectState.of(issued, done, unacknowledged))
 
     def entry(status: str, **fields: Any) -> JournalEntry:
         return JournalEntry.model_validate(
@@ -149,9 +153,17 @@ async def perform(
             }
         )
 
-    async def complete(value: Any, error: str | None) -> None:
-        await journal.write(entry("done", result=value, error=error), partition=partition)
+    async def complete(value: Any, error: str | None, replayed: bool) -> EffectResult:
+        """Write ``done``; return the outcome the journal keeps (the first ``done``)."""
+        written = entry("done", result=value, error=error)
+        await journal.write(written, partition=partition)
         resolution.apply(EffectEvent.COMPLETE)
+        kept = journal.get(key)[1] or written
+        if kept != written:
+            logger.warning("effect %s (%s %s): an earlier done is kept", key, kind.value, name)
+        return EffectResult(
+            value=kept.result, error=kept.error, replayed=replayed or kept != written
+        )
 
     async def call_and_complete() -> EffectResult:
         fault("effect.before_call")
@@ -161,12 +173,9 @@ async def perform(
             raise
         except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
             fault("effect.after_call")
-            error = _describe(exc)
-            await complete(None, error)
-            return EffectResult(value=None, error=error, replayed=False)
+            return await complete(None, _describe(exc), replayed=False)
         fault("effect.after_call")
-        await complete(value, None)
-        return EffectResult(value=value, error=None, replayed=False)
+        return await complete(value, None, replayed=False)
 
     def fail_closed(reason: str) -> EffectUnknown:
         resolution.apply(EffectEvent.FAIL_CLOSED)
@@ -175,6 +184,10 @@ async def perform(
 
     match decision:
         case Replay(done=recorded):
+            return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+        case Rewrite(done=recorded):
+            await journal.write(recorded, partition=partition)
+            resolution.apply(EffectEvent.COMPLETE)
             return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
         case Execute():
             await journal.write(entry("issued", request=request), partition=partition)
@@ -195,7 +208,6 @@ async def perform(
             match after_lookup(isinstance(found, LookupFound)):
                 case RecordFound():
                     assert isinstance(found, LookupFound)
-                    await complete(found.value, None)
-                    return EffectResult(value=found.value, error=None, replayed=True)
+                    return await complete(found.value, None, replayed=True)
                 case Retry():
                     return await call_and_complete()

@@ -128,17 +128,29 @@ class KafkaJournal:
             logger.info("journal %s stopped", self._topic)
 
     def get(self, key: str) -> tuple[JournalEntry | None, JournalEntry | None]:
-        """The latest ``(issued, done)`` entries of effect ``key``, from the local index."""
+        """The latest ``issued`` and the first ``done`` of effect ``key``, from the index."""
         return self._index.get(key)
+
+    def unacknowledged(self, key: str) -> JournalEntry | None:
+        """The ``done`` of ``key`` whose write raised since the last rebuild, until one is
+        written."""
+        return self._index.unacknowledged(key)
 
     async def write(self, entry: JournalEntry, *, partition: int) -> None:
         """Append ``entry`` to ``partition`` and wait until all in-sync replicas have it.
 
+        A ``done`` for a key whose ``done`` the index holds is not sent: the first stays (in
+        a compacted topic the last record of a key would otherwise replace it).
+
         Raises:
             ValueError: this journal does not serve ``partition``.
-            JournalUnavailableError: the broker did not acknowledge the write.
+            JournalUnavailableError: the broker did not acknowledge the write; a ``done`` is
+                then held as :meth:`unacknowledged`.
         """
         producer = self._require_producer(partition)
+        if entry.status == "done" and self._index.has_done(entry.key):
+            logger.debug("journal %s: %s is done already; not written", self._topic, entry.key)
+            return
         try:
             await producer.send_and_wait(
                 self._topic,
@@ -147,9 +159,13 @@ class KafkaJournal:
                 partition=partition,
             )
         except KafkaError as exc:
+            self._index.hold(entry)
             raise JournalUnavailableError(
                 f"write of {entry.status} {entry.key!r}", partition, repr(exc)
             ) from exc
+        except BaseException:  # cancelled while sending: the entry may be durable all the same
+            self._index.hold(entry)
+            raise
         self._index.put(entry, partition)
         logger.debug("journal %s: %s %s", self._topic, entry.status, entry.key)
 

@@ -6,8 +6,11 @@ An effect's journal state follows one table (:data:`TRANSITIONS`)::
                         │
                         └──fail_closed──▶ unknown
 
-``done`` is final: a replay returns the recorded result (:class:`Replay`). ``issued`` without
-``done`` means a call may or may not have happened; what resolves it is the tool's
+``done`` is final: a replay returns the recorded result (:class:`Replay`), and the first
+``done`` of a key is the one kept (the journal never replaces it, so a retry's later error
+cannot overwrite a recorded success). A ``done`` whose write raised may be durable: it is
+written again as it was (:class:`Rewrite`), nothing is called. ``issued`` without ``done``
+means a call may or may not have happened; what resolves it is the tool's
 :class:`OnUnknown` declaration:
 
 * ``LOOKUP`` — ask the tool by key (:class:`Lookup`), then :func:`after_lookup`;
@@ -40,6 +43,7 @@ __all__ = [
     "RecordFound",
     "Replay",
     "Retry",
+    "Rewrite",
     "after_lookup",
     "decide",
 ]
@@ -68,11 +72,17 @@ class EffectState(StrEnum):
     UNKNOWN = "unknown"
 
     @classmethod
-    def of(cls, issued: JournalEntry | None, done: JournalEntry | None) -> EffectState:
-        """The state the journal's entries show; ``done`` wins over anything else."""
+    def of(
+        cls,
+        issued: JournalEntry | None,
+        done: JournalEntry | None,
+        unacknowledged: JournalEntry | None = None,
+    ) -> EffectState:
+        """The state the journal's entries show; ``done`` wins over anything else, and a
+        ``done`` not acknowledged means the effect was issued."""
         if done is not None:
             return cls.DONE
-        if issued is not None:
+        if issued is not None or unacknowledged is not None:
             return cls.ISSUED
         return cls.ABSENT
 
@@ -134,6 +144,14 @@ class Replay:
 
 
 @dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A ``done`` was written but not acknowledged: write it again, as it was, and return its
+    outcome without calling (the call completed; calling again could record another)."""
+
+    done: JournalEntry
+
+
+@dataclass(frozen=True, slots=True)
 class Execute:
     """The effect never started: write ``issued``, call, write ``done``."""
 
@@ -160,15 +178,21 @@ class FailClosed:
     reason: str
 
 
-Decision = Replay | Execute | Lookup | Retry | FailClosed
+Decision = Replay | Rewrite | Execute | Lookup | Retry | FailClosed
 
 
 def decide(
-    issued: JournalEntry | None, done: JournalEntry | None, on_unknown: OnUnknown
+    issued: JournalEntry | None,
+    done: JournalEntry | None,
+    on_unknown: OnUnknown,
+    unacknowledged: JournalEntry | None = None,
 ) -> Decision:
-    """What to do about an effect, given its journal entries and the tool's declaration."""
+    """What to do about an effect, given its journal entries (``unacknowledged``: a ``done``
+    whose write raised) and the tool's declaration."""
     if done is not None:
         return Replay(done)
+    if unacknowledged is not None:
+        return Rewrite(unacknowledged)
     if issued is None:
         return Execute()
     match on_unknown:

@@ -1,8 +1,11 @@
 """The journal contract (:class:`Journal`), its local index, and an in-memory journal for tests.
 
 Every implementation keeps the same index, :class:`JournalIndex`: per idempotency key, the
-latest ``issued`` and the latest ``done`` entry, and per run, its keys. ``issued`` and ``done``
-are separate slots, so a late ``issued`` (a zombie, a retry) never hides a ``done``.
+latest ``issued`` and the first ``done`` entry, and per run, its keys. ``issued`` and ``done``
+are separate slots, so a late ``issued`` (a zombie, a retry) never hides a ``done``; and a
+``done`` is written once: a later one (a retry's error after a success whose acknowledgement was
+lost, a zombie's) never replaces it. A ``done`` whose write raised may be durable: the index
+holds it as unacknowledged, and the driver writes that same entry again instead of calling.
 """
 
 from __future__ import annotations
@@ -29,10 +32,17 @@ class Journal(Protocol):
         """The latest ``(issued, done)`` entries of effect ``key``, ``None`` where absent."""
         ...
 
+    def unacknowledged(self, key: str) -> JournalEntry | None:
+        """The ``done`` of ``key`` whose write raised (it may be durable), until a ``done`` of
+        ``key`` is written; ``None`` if there is none."""
+        ...
+
     async def write(self, entry: JournalEntry, *, partition: int) -> None:
         """Append ``entry`` to ``partition``; return only once it is durable.
 
-        On an exception the entry may or may not be durable, and :meth:`get` does not show it.
+        A ``done`` for a key that has one is not written: the first ``done`` stays. On an
+        exception the entry may or may not be durable, and :meth:`get` does not show it; a
+        ``done`` is then shown by :meth:`unacknowledged`.
         """
         ...
 
@@ -55,20 +65,42 @@ class JournalIndex:
         self._entries: dict[str, dict[EntryStatus, JournalEntry]] = {}
         self._partition_of: dict[str, int] = {}
         self._runs: dict[str, set[str]] = {}
+        self._unacknowledged: dict[str, JournalEntry] = {}
 
     def get(self, key: str) -> tuple[JournalEntry | None, JournalEntry | None]:
         """The latest ``(issued, done)`` entries of ``key``."""
         slots = self._entries.get(key, {})
         return slots.get("issued"), slots.get("done")
 
+    def has_done(self, key: str) -> bool:
+        """Whether ``key`` has a ``done``: a write of another one would be refused."""
+        return "done" in self._entries.get(key, {})
+
     def put(self, entry: JournalEntry, partition: int) -> None:
-        """Record ``entry``, replacing the previous entry of the same key and status."""
-        self._entries.setdefault(entry.key, {})[entry.status] = entry
+        """Record ``entry`` (in log order): an ``issued`` replaces the previous ``issued`` of
+        its key; a ``done`` is kept only if its key has none, so the first ``done`` stays."""
+        slots = self._entries.setdefault(entry.key, {})
+        if entry.status == "done":
+            self._unacknowledged.pop(entry.key, None)
+            if "done" in slots:
+                return
+        slots[entry.status] = entry
         self._partition_of[entry.key] = partition
         self._runs.setdefault(entry.run_id, set()).add(entry.key)
 
+    def hold(self, entry: JournalEntry) -> None:
+        """Remember a ``done`` whose write raised: it may be durable (see `unacknowledged`)."""
+        if entry.status == "done" and not self.has_done(entry.key):
+            self._unacknowledged.setdefault(entry.key, entry)
+
+    def unacknowledged(self, key: str) -> JournalEntry | None:
+        """The ``done`` held for ``key`` by `hold`, until a ``done`` of ``key`` is put."""
+        return self._unacknowledged.get(key)
+
     def drop(self, key: str, status: EntryStatus) -> None:
         """Forget the ``status`` entry of ``key`` (a tombstone); absent entries are fine."""
+        if status == "done":
+            self._unacknowledged.pop(key, None)
         slots = self._entries.get(key)
         if slots is None or status not in slots:
             return
@@ -117,10 +149,21 @@ class InMemoryJournal:
         """The latest ``(issued, done)`` entries of effect ``key``."""
         return self._index.get(key)
 
+    def unacknowledged(self, key: str) -> JournalEntry | None:
+        """The ``done`` of ``key`` whose write raised, until one is written."""
+        return self._index.unacknowledged(key)
+
     async def write(self, entry: JournalEntry, *, partition: int) -> None:
-        """Store ``entry`` (after ``before_write``, which may raise)."""
+        """Store ``entry`` (after ``before_write``, which may raise); a second ``done`` of a
+        key is not stored."""
+        if entry.status == "done" and self._index.has_done(entry.key):
+            return
         if self._before_write is not None:
-            self._before_write(entry)
+            try:
+                self._before_write(entry)
+            except BaseException:
+                self._index.hold(entry)
+                raise
         self._index.put(entry, partition)
         self.writes.append((partition, entry))
 

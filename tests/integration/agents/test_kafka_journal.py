@@ -159,3 +159,21 @@ async def test_records_that_do_not_decode_are_skipped_and_counted(
     for offset, warning in enumerate(warnings):
         assert f"partition 0 offset {offset}:" in warning
     assert "schema_version 9 is newer" in warnings[2]
+
+
+async def test_the_first_done_is_kept_when_two_writers_complete_one_effect(
+    new_topic: TopicFactory, open_journal: JournalFactory
+) -> None:
+    topic = await new_topic(1, hint="journal", **COMPACT)
+    retiring: KafkaJournal = await open_journal(topic, [0])
+    current: KafkaJournal = await open_journal(topic, [0])  # its index predates both dones
+    first = entry("r", 0, "done", result="refunded")
+    later = entry("r", 0, "done", error="ValueError: 409: key already used", attempt=2)
+    await retiring.write(entry("r", 0, "issued"), partition=0)
+    await retiring.write(first, partition=0)
+    await current.write(later, partition=0)
+    await current.write(entry("r", 0, "done", result="third", attempt=2), partition=0)
+    assert current.get(first.key)[1] == later  # not sent: a writer keeps its first done
+
+    rebuilt: KafkaJournal = await open_journal(topic, [0])
+    assert rebuilt.get(first.key)[1] == first

@@ -155,7 +155,12 @@ def make_tools(calls: Counter[str]) -> list[Tool]:
             raise RetryableError("busy")
         return "ok"
 
-    return [look, reserve, release, refund, flaky]
+    @tool(kind=ToolKind.IDEMPOTENT_WRITE)
+    async def tag(ctx: ToolContext, label: str) -> str:
+        calls[f"tag {label} for {ctx.metadata.get('tenant')}"] += 1
+        return f"tagged {label}"
+
+    return [look, reserve, release, refund, flaky, tag]
 
 
 def scripted(turns: Sequence[Turn]) -> ScriptedModel:
@@ -213,8 +218,9 @@ class Desk:
         record = Record(topic, 0, 0, b"r1", message.model_dump_json().encode(), 0)
         await self.op.process(record, FakeContext(self.world, topic))
 
-    async def task(self, budget: Budget | None = None) -> None:
-        await self.send(TOPICS.tasks, TaskRequest(run_id="r1", goal="refund 7", budget=budget))
+    async def task(self, budget: Budget | None = None, **fields: Any) -> None:
+        task = TaskRequest(run_id="r1", goal="refund 7", budget=budget, **fields)
+        await self.send(TOPICS.tasks, task)
 
     async def decide(self, approved: bool, call_id: str = "") -> None:
         decision = ApprovalDecision(run_id="r1", approved=approved, call_id=call_id, by="ann")
@@ -369,6 +375,43 @@ async def test_an_issued_effect_without_done_fails_closed_when_the_tool_cannot_s
     assert desk.registry.get_sample_value("sluicegate_agent_outcome_unknown_total", LABELS) == 1
 
 
+async def test_an_idempotent_write_issued_without_done_is_called_again_with_its_key() -> None:
+    desk = await opened([[("tag", {"label": "x"})], "tagged"])
+    await desk.task(metadata={"tenant": "eu"})
+    while desk.world.events()[-1]["type"] != "effect_issued":
+        assert await desk.step()
+    key = effect_key("r1", 1, 0)
+    issued = JournalEntry(
+        key=key,
+        run_id="r1",
+        status="issued",
+        kind=EffectKind.TOOL,
+        name="tag",
+        attempt=1,
+        written_at=1000.0,
+    )
+    await desk.journal.write(issued, partition=0)
+    await desk.crash()
+    await desk.drain()
+    (result,) = desk.world.results()
+    assert (result.status, result.answer) == ("done", "tagged")
+    assert result.effects == [{"key": key, "tool": "tag", "status": "done"}]
+    assert desk.calls == Counter({"tag x for eu": 1})
+    written = [(e.key, e.status) for _, e in desk.journal.writes if e and e.name == "tag"]
+    assert written == [(key, "issued"), (key, "done")]
+
+
+async def test_tools_see_the_task_metadata_before_and_after_a_restore() -> None:
+    desk = await opened([[("tag", {"label": "a"})], [("tag", {"label": "b"})], "tagged"])
+    await desk.task(metadata={"tenant": "eu", "customer_id": "c-9"})
+    while desk.world.events()[-1]["type"] != "tool":
+        assert await desk.step()
+    await desk.crash()  # the run is decoded again from its JSON in the state
+    await desk.drain()
+    assert desk.world.run().metadata == {"tenant": "eu", "customer_id": "c-9"}
+    assert desk.calls == Counter({"tag a for eu": 1, "tag b for eu": 1})
+
+
 async def test_the_step_budget_ends_the_run_as_failed() -> None:
     desk = await opened([[("look", {"x": 1})]])  # never answers
     await desk.task(budget=Budget(max_steps=2))
@@ -378,6 +421,16 @@ async def test_the_step_budget_ends_the_run_as_failed() -> None:
     assert result.reason is not None
     assert result.reason.startswith("budget_exceeded")
     assert (result.steps, desk.model.calls, desk.calls["look"]) == (2, 2, 2)
+
+
+async def test_a_task_asking_for_more_steps_than_the_ceiling_gets_the_ceiling() -> None:
+    desk = await opened([[("look", {"x": 1})]], budget_ceiling=Budget(max_steps=3))
+    await desk.task(budget=Budget(max_steps=50))
+    await desk.drain()
+    started = desk.world.events()[0]
+    assert started["budget"] == {"max_steps": 3, "max_cost_usd": None, "max_tokens": None}
+    (result,) = desk.world.results()
+    assert (result.status, result.steps) == ("failed", 3)
 
 
 async def test_a_retryable_tool_error_wakes_the_run_later_and_changes_nothing() -> None:

@@ -229,3 +229,40 @@ def test_the_index_keeps_issued_and_done_apart() -> None:
     index.drop(KEY, "done")
     assert len(index) == 0
     assert index.keys_of_run("run-1", 0) == []
+
+
+def test_the_first_done_of_a_key_stays_in_the_index() -> None:
+    index = JournalIndex()
+    index.put(entry("done", result="refunded"), 0)
+    index.put(entry("done", error="ValueError: 409", attempt=3), 0)  # a retry's, a zombie's
+    assert index.get(KEY)[1] == entry("done", result="refunded")
+    index.drop(KEY, "done")  # a tombstone: a done written after it is the key's first
+    index.put(entry("done", result="again"), 0)
+    assert index.get(KEY)[1] == entry("done", result="again")
+
+
+async def test_a_second_done_is_not_written() -> None:
+    journal = InMemoryJournal()
+    await journal.write(entry("done", result="refunded"), partition=4)
+    await journal.write(entry("done", error="ValueError: 409"), partition=4)
+    assert len(journal.writes) == 1
+    assert journal.get(KEY)[1] == entry("done", result="refunded")
+
+
+async def test_a_done_whose_write_raised_is_written_again_without_calling() -> None:
+    lost: list[JournalEntry] = []
+
+    def lose_the_first_done(written: JournalEntry | None) -> None:
+        if written is not None and written.status == "done" and not lost:
+            lost.append(written)
+            raise RetryableError("acknowledgement lost")
+
+    journal, tool = InMemoryJournal(before_write=lose_the_first_done), Tool()
+    with pytest.raises(RetryableError):
+        await run(journal, tool, OnUnknown.RETRY)
+    assert journal.unacknowledged(KEY) == lost[0]
+    tool.outcome = ValueError("409: key already used")  # what calling again would give
+    assert await run(journal, tool, OnUnknown.RETRY) == EffectResult("refunded", None, True)
+    assert tool.events == ["effect.before_call", "call", "effect.after_call"]  # called once
+    assert journal.get(KEY)[1] == lost[0]
+    assert journal.unacknowledged(KEY) is None

@@ -30,8 +30,8 @@ from agents.journal import (
     EffectUnknown,
     Execute,
     FailClosed,
-    InMemoryJournal,
     JournalEntry,
+    JournalIndex,
     JournalTransitionError,
     JournalUnavailableError,
     Lookup,
@@ -42,6 +42,7 @@ from agents.journal import (
     RecordFound,
     Replay,
     Retry,
+    Rewrite,
     after_lookup,
     decide,
     perform,
@@ -96,6 +97,15 @@ def test_issued_without_done_is_resolved_by_the_declaration(
     policy: OnUnknown, decision: object
 ) -> None:
     assert decide(ISSUED, None, policy) == decision
+
+
+@pytest.mark.parametrize("policy", list(OnUnknown))
+def test_a_done_not_acknowledged_is_written_again_whatever_the_declaration(
+    policy: OnUnknown,
+) -> None:
+    assert decide(ISSUED, None, policy, unacknowledged=DONE) == Rewrite(DONE)
+    assert decide(ISSUED, DONE, policy, unacknowledged=entry("done")) == Replay(DONE)
+    assert EffectState.of(None, None, DONE) is EffectState.ISSUED
 
 
 def test_after_a_lookup() -> None:
@@ -166,39 +176,48 @@ class Plan:
 
 
 class ModelJournal:
-    """A durable log plus a process-local index, like :class:`KafkaJournal`."""
+    """A durable log plus a process-local index, like :class:`KafkaJournal`: ``log`` keeps every
+    record sent, in order, as a topic does before compaction."""
 
     def __init__(self) -> None:
-        self.durable = InMemoryJournal()
-        self.index = InMemoryJournal()
+        self.log: list[tuple[int, JournalEntry]] = []
+        self.index = JournalIndex()
         self.plan = Plan(None)
 
     def get(self, key: str) -> tuple[JournalEntry | None, JournalEntry | None]:
         return self.index.get(key)
 
+    def unacknowledged(self, key: str) -> JournalEntry | None:
+        return self.index.unacknowledged(key)
+
     async def write(self, entry: JournalEntry, *, partition: int) -> None:
+        if entry.status == "done" and self.index.has_done(entry.key):
+            return
         if entry.status == "issued" and self.plan.hit("before_issue"):
             raise Crash
-        await self.durable.write(entry, partition=partition)
+        self.log.append((partition, entry))
         if self.plan.hit(f"{entry.status}_ack_lost"):
+            self.index.hold(entry)
             raise JournalUnavailableError("write", partition, "acknowledgement lost")
-        await self.index.write(entry, partition=partition)
+        self.index.put(entry, partition)
         if entry.status == "done" and self.plan.hit("after_done"):
             raise Crash
 
     async def forget_run(self, run_id: str, *, partition: int) -> int:
-        await self.durable.forget_run(run_id, partition=partition)
-        return await self.index.forget_run(run_id, partition=partition)
+        raise NotImplementedError("the crash model forgets no run")
 
     def entries_by_status(self) -> dict[str, int]:
-        return self.index.entries_by_status()
+        return self.index.counts()
+
+    def dones(self) -> list[tuple[Any, str | None]]:
+        """The outcome of every ``done`` in the log, in order."""
+        return [(e.result, e.error) for _, e in self.log if e.status == "done"]
 
     async def restart(self) -> None:
         """A new process: the index is rebuilt from the durable log."""
-        self.index = InMemoryJournal()
-        for partition, written in self.durable.writes:
-            assert written is not None
-            await self.index.write(written, partition=partition)
+        self.index = JournalIndex()
+        for partition, written in self.log:
+            self.index.put(written, partition)
 
 
 @dataclass
@@ -277,13 +296,16 @@ async def scenario(policy: OnUnknown, fails_for_good: bool, points: list[str]) -
         else:
             break
         issued, done = journal.get(KEY)
-        left_unknown = left_unknown or (issued is not None and done is None)
+        unknown = issued is not None and done is None and journal.unacknowledged(KEY) is None
+        left_unknown = left_unknown or unknown
     assert final is not None
     journal.plan = world.plan = Plan(None)
     replays = [await drive(journal, world, policy) for _ in range(2)]
     if isinstance(final, EffectResult):
         await journal.restart()
         replays.append(await drive(journal, world, policy))
+    # A done may be sent twice (written again after a lost acknowledgement), never changed.
+    assert len(set(journal.dones())) <= 1
     return Observed(final, replays, left_unknown, world.executions[KEY])
 
 
@@ -318,3 +340,57 @@ def test_every_effect_happens_effectively_once_across_crashes(
     for replay in observed.replays:
         assert isinstance(replay, EffectResult)
         assert (replay.value, replay.error, replay.replayed) == (final.value, final.error, True)
+
+
+# --- the first completed result is the one recorded ---------------------------------------
+
+
+@dataclass
+class Conflicting:
+    """A tool that did its effect once and, called again with the same key, fails for good
+    (an API answering 409 to a reused idempotency key)."""
+
+    calls: int = 0
+
+    async def call(self) -> str:
+        self.calls += 1
+        if self.calls > 1:
+            raise ValueError("409: idempotency key already used")
+        return "refund r-1"
+
+    async def lookup(self) -> LookupResult:
+        return LookupFound("refund r-1") if self.calls else LookupNotFound()
+
+
+async def drive_conflicting(journal: ModelJournal, tool: Conflicting, policy: OnUnknown) -> Any:
+    return await perform(
+        journal,
+        key=KEY,
+        run_id="run-1",
+        partition=0,
+        kind=EffectKind.TOOL,
+        name="refund",
+        request={"amount": 5},
+        attempt=1,
+        on_unknown=policy,
+        call=tool.call,
+        lookup=tool.lookup,
+        clock=lambda: 0.0,
+    )
+
+
+@pytest.mark.parametrize("policy", list(OnUnknown))
+async def test_a_done_whose_acknowledgement_was_lost_is_not_replaced_by_a_later_error(
+    policy: OnUnknown,
+) -> None:
+    journal, tool = ModelJournal(), Conflicting()
+    journal.plan = Plan("done_ack_lost")
+    with pytest.raises(JournalUnavailableError):
+        await drive_conflicting(journal, tool, policy)
+    journal.plan = Plan(None)
+    first = EffectResult("refund r-1", None, replayed=True)
+    assert await drive_conflicting(journal, tool, policy) == first
+    assert tool.calls == 1  # the done in doubt is written again; nothing is called
+    await journal.restart()
+    assert journal.get(KEY)[1] == entry("done", result="refund r-1", attempt=1)
+    assert await drive_conflicting(journal, tool, policy) == first

@@ -53,7 +53,13 @@ async def pay(ctx: ToolContext, x: int) -> int:
     return x
 
 
-TOOLS = {t.name: t for t in (lookup, reserve, pay)}
+@tool(kind=ToolKind.IDEMPOTENT_WRITE)
+async def upsert(ctx: ToolContext, x: int) -> int:
+    """Write something under the call's idempotency key."""
+    return x
+
+
+TOOLS = {t.name: t for t in (lookup, reserve, pay, upsert)}
 
 
 def call(name: str, arguments: str = '{"x": 1}', call_id: str = "c0") -> ToolCall:
@@ -123,7 +129,7 @@ def test_an_unknown_tool_is_rejected_and_the_model_told() -> None:
 
 
 @pytest.mark.parametrize("arguments", ['{"x": "no"}', '{"x": 1, "y": 2}', "{}", "not json"])
-@pytest.mark.parametrize("name", ["lookup", "reserve", "pay"])
+@pytest.mark.parametrize("name", ["lookup", "reserve", "pay", "upsert"])
 def test_bad_arguments_are_rejected_before_anything_else(name: str, arguments: str) -> None:
     action = next_action(reply(started(), call(name, arguments)), TOOLS)
     assert isinstance(action, RejectCall)
@@ -182,6 +188,24 @@ def test_a_reversible_call_records_intent_then_calls_with_the_same_key() -> None
     assert [(e.status, e.result) for e in done.effects] == [("done", {"held": 3})]
 
 
+def test_an_idempotent_write_records_intent_then_calls_without_approval() -> None:
+    state = reply(started(), call("upsert", '{"x": 4}'))
+    intent = next_action(state, TOOLS)
+    # An effect: the safe point before it, but no person asked first.
+    assert intent == RecordIntent(call("upsert", '{"x": 4}'), upsert, {"x": 4}, "r1/1/0")
+    assert isinstance(intent, RecordIntent)
+    recorded = record_intent(state, intent, 2.0).state
+    (effect,) = recorded.effects
+    assert (effect.kind, effect.compensate, effect.status) == ("idempotent_write", None, "issued")
+    assert RunState.decode(recorded.encode()) == recorded
+    action = next_action(recorded, TOOLS)
+    assert action == CallTool(intent.call, upsert, {"x": 4}, intent.key)
+    assert isinstance(action, CallTool)
+    done = after_tool(recorded, action, {"rows": 1}, None, 3.0).state
+    assert [(e.status, e.result) for e in done.effects] == [("done", {"rows": 1})]
+    assert done.approved_calls == ()
+
+
 def test_a_read_only_call_runs_at_once_without_an_effect_record() -> None:
     state = reply(started(), call("lookup", '{"x": 2}'))
     action = next_action(state, TOOLS)
@@ -235,7 +259,7 @@ def random_reply(data: st.DataObject, step: int) -> ModelResponse:
     n = data.draw(st.integers(0, 3), label=f"calls of step {step}")
     calls = []
     for i in range(n):
-        name = data.draw(st.sampled_from(["lookup", "reserve", "pay", "ghost"]))
+        name = data.draw(st.sampled_from(["lookup", "reserve", "pay", "upsert", "ghost"]))
         good = json.dumps({"x": data.draw(st.integers(-1000, 1000))})
         valid = data.draw(st.integers(0, 3), label="arguments valid") > 0
         arguments = good if valid else data.draw(st.sampled_from(BAD_ARGUMENTS))
