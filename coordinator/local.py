@@ -25,8 +25,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from coordinator.job_state import JobState
+from coordinator.options import CoordinatorOptions
 from coordinator.restart import RestartPolicy
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.service import Coordinator
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
 from operators.runtime.control import InMemoryBus

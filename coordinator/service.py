@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -59,7 +59,8 @@ from coordinator.checkpoints import (
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
 from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attempt
-from coordinator.restart import GiveUp, RestartPolicy
+from coordinator.options import CoordinatorOptions
+from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
@@ -87,28 +88,6 @@ __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CoordinatorOptions:
-    interval_seconds: float = 1.0
-    min_pause_seconds: float = 0.0
-    timeout_seconds: float = 60.0
-    heartbeat_timeout_seconds: float = 6.0
-    keep_checkpoints: int = 3
-    audit_every: int = 10
-    """Completed checkpoints between two orphan audits (each lists the whole storage)."""
-    stop_timeout_seconds: float = 60.0
-    """How long a graceful stop waits for subtasks to stop once told to (the final checkpoint
-    before it is bounded by ``timeout_seconds``)."""
-    restart_policy: RestartPolicy = field(
-        default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
-    )
-    adopt_seconds: float = 3.0
-    """How long a starting coordinator waits for the workers of the newest plan to report the
-    attempt they run, to adopt it (0: always take a new attempt)."""
-    periodic_checkpoints: bool = True
-    """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Failure:
     """The last failure the coordinator saw: ``subtask`` names the failed subtask, if one."""
@@ -123,23 +102,6 @@ class RecentAbort:
     attempt: int
     reason: str
     at: float
-
-
-def graph_mismatch(subtasks: list[str], manifest: CheckpointManifest) -> str | None:
-    """Why ``manifest`` cannot restore a job of ``subtasks`` (None: it can). A checkpoint is
-    restored subtask by subtask, so an added or removed operator, or another parallelism, has
-    no state to start from (an added source reader would re-read its sources from the start)."""
-    missing = sorted(set(subtasks) - set(manifest.subtasks))
-    extra = sorted(set(manifest.subtasks) - set(subtasks))
-    if not missing and not extra:
-        return None
-    return (
-        f"checkpoint {manifest.checkpoint_id} was taken by another pipeline shape "
-        f"(subtasks without state in it: {missing or 'none'}; state of subtasks the pipeline "
-        f"no longer has: {extra or 'none'}). Run the pipeline as it was, or start it on new "
-        "checkpoint storage (with a new pipeline name, or after deleting its sink-progress "
-        "topic); changing operators or parallelism across a restore needs a savepoint"
-    )
 
 
 class Coordinator:
@@ -511,14 +473,7 @@ class Coordinator:
             await self._new_attempt()
             return
         self.attempt = attempt
-        self.tracker = CheckpointTracker(
-            subtasks=self._subtasks,
-            next_checkpoint_id=await next_checkpoint_id(self.storage),
-            attempt=attempt,
-            interval_seconds=self.settings.interval_seconds,
-            min_pause_seconds=self.settings.min_pause_seconds,
-            timeout_seconds=self.settings.timeout_seconds,
-        )
+        self.tracker = await self._tracker_for(attempt)
         latest = await self.manifests.latest()
         self.assign = Assign(
             attempt=attempt,
@@ -534,17 +489,20 @@ class Coordinator:
             self.graph.name, attempt, decision.assignment,
         )  # fmt: skip
 
-    async def _new_attempt(self) -> None:
-        """Take the next attempt durably and prepare the tracker for it."""
-        self.attempt = await take_attempt(self.storage)
-        self.tracker = CheckpointTracker(
+    async def _tracker_for(self, attempt: int) -> CheckpointTracker:
+        return CheckpointTracker(
             subtasks=self._subtasks,
             next_checkpoint_id=await next_checkpoint_id(self.storage),
-            attempt=self.attempt,
+            attempt=attempt,
             interval_seconds=self.settings.interval_seconds,
             min_pause_seconds=self.settings.min_pause_seconds,
             timeout_seconds=self.settings.timeout_seconds,
         )
+
+    async def _new_attempt(self) -> None:
+        """Take the next attempt durably and prepare the tracker for it."""
+        self.attempt = await take_attempt(self.storage)
+        self.tracker = await self._tracker_for(self.attempt)
         logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
 
     async def _try_assign(self, now: float) -> None:
@@ -571,7 +529,7 @@ class Coordinator:
             )
             self.job.apply(JobEvent.FATAL)
             return
-        if latest is not None and (mismatch := graph_mismatch(self._subtasks, latest)):
+        if latest is not None and (mismatch := latest.shape_mismatch(self._subtasks)):
             self.failure = Failure(mismatch)
             logger.error("pipeline %s: %s", self.graph.name, mismatch)
             self.job.apply(JobEvent.FATAL)

@@ -118,6 +118,25 @@ class CheckpointManifest(BaseModel):
             triggered_at=triggered_at,
         )
 
+    def shape_mismatch(self, subtasks: Iterable[str]) -> str | None:
+        """Why this checkpoint cannot restore a job of ``subtasks`` (None: it can). A checkpoint
+        is restored subtask by subtask, so an added or removed operator, or another
+        parallelism, has no state to start from (an added source reader would re-read its
+        sources from the start)."""
+        wanted = set(subtasks)
+        missing = sorted(wanted - set(self.subtasks))
+        extra = sorted(set(self.subtasks) - wanted)
+        if not missing and not extra:
+            return None
+        return (
+            f"checkpoint {self.checkpoint_id} was taken by another pipeline shape "
+            f"(subtasks without state in it: {missing or 'none'}; state of subtasks the "
+            f"pipeline no longer has: {extra or 'none'}). Run the pipeline as it was, or start "
+            "it on new checkpoint storage (with a new pipeline name, or after deleting its "
+            "sink-progress topic); changing operators or parallelism across a restore needs a "
+            "savepoint"
+        )
+
     def restore_point(self, subtask: str) -> RestorePoint:
         """Where ``subtask`` starts again from this checkpoint."""
         snapshot = self.subtasks[subtask]

@@ -246,7 +246,7 @@ def _bootstrap(settings: CoordinatorSettings, given: str | None = None) -> str:
 
 
 def _coordinator(args: argparse.Namespace) -> int:
-    from coordinator.service import CoordinatorOptions
+    from coordinator.options import CoordinatorOptions
     from operators.storage import open_storage
     from sluicegate.cli.loader import load_graph
 

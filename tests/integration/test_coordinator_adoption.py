@@ -11,7 +11,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
 from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import open_storage

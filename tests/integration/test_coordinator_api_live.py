@@ -21,7 +21,8 @@ from coordinator.httpapi.app import create_app
 from coordinator.httpapi.client import CoordinatorClient
 from coordinator.httpapi.server import serve
 from coordinator.metrics import CoordinatorCollector
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.runtime.worker import Worker
 from operators.storage import open_storage

@@ -19,7 +19,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from coordinator.metrics import CoordinatorCollector
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker

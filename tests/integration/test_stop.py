@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from coordinator.httpapi.app import create_app
 from coordinator.httpapi.client import CoordinatorClient
 from coordinator.httpapi.server import serve
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics

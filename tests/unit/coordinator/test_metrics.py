@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.checkpoints import AbortCause
 from coordinator.metrics import CoordinatorCollector
-from coordinator.service import Coordinator, CoordinatorOptions
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
 from operators.protocol.messages import Heartbeat
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count

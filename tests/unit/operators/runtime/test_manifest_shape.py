@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from coordinator.service import graph_mismatch
 from operators.protocol.messages import CheckpointAck
 from operators.runtime.manifest import CheckpointManifest
 from tests.helpers import fake_state_handle
@@ -14,17 +13,17 @@ def manifest(*subtasks: str) -> CheckpointManifest:
 
 
 def test_the_same_shape_restores() -> None:
-    assert graph_mismatch(["a#0", "b#0"], manifest("a#0", "b#0")) is None
+    assert manifest("a#0", "b#0").shape_mismatch(["a#0", "b#0"]) is None
 
 
 def test_an_added_operator_is_refused_naming_it_and_what_to_do() -> None:
-    reason = graph_mismatch(["a#0", "b#0", "router#0"], manifest("a#0", "b#0"))
+    reason = manifest("a#0", "b#0").shape_mismatch(["a#0", "b#0", "router#0"])
     assert reason is not None
     assert "router#0" in reason
     assert "new checkpoint storage" in reason
 
 
 def test_another_parallelism_is_refused() -> None:
-    reason = graph_mismatch(["a#0"], manifest("a#0", "a#1"))
+    reason = manifest("a#0", "a#1").shape_mismatch(["a#0"])
     assert reason is not None
     assert "a#1" in reason

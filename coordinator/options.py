@@ -1,0 +1,33 @@
+"""How a coordinator behaves: checkpoint interval and timeouts, failure detection, retention,
+stop, restarts and adoption (`Coordinator(settings=...)`; the CLI builds it from
+`coordinator.config.CoordinatorSettings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.restart import RestartPolicy
+
+__all__ = ["CoordinatorOptions"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorOptions:
+    interval_seconds: float = 1.0
+    min_pause_seconds: float = 0.0
+    timeout_seconds: float = 60.0
+    heartbeat_timeout_seconds: float = 6.0
+    keep_checkpoints: int = 3
+    audit_every: int = 10
+    """Completed checkpoints between two orphan audits (each lists the whole storage)."""
+    stop_timeout_seconds: float = 60.0
+    """How long a graceful stop waits for subtasks to stop once told to (the final checkpoint
+    before it is bounded by ``timeout_seconds``)."""
+    restart_policy: RestartPolicy = field(
+        default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30)
+    )
+    adopt_seconds: float = 3.0
+    """How long a starting coordinator waits for the workers of the newest plan to report the
+    attempt they run, to adopt it (0: always take a new attempt)."""
+    periodic_checkpoints: bool = True
+    """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""
