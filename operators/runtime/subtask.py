@@ -18,16 +18,17 @@ aligning barriers, snapshotting, and writing its outputs.
    and the `BarrierAligner` to processing, then run the wake-ups that are due; ``stop`` ends
    the loop (the job is stopping) and `run` returns.
 
-An emitted record bound for a sink topic goes to that topic's `Sink` (`Subtask._send`); any
-other goes out through the producer, stamped with the writer's attempt and interval. On
-``completed(n)`` the sinks hear of it first (`Sink.on_completed`), then the operator.
+Emitted records, barrier markers and dead letters go out through `Outputs`
+(`operators.runtime.outputs`): to a sink topic's `Sink`, or through the producer stamped with
+the writer's attempt, interval and pipeline. On ``completed(n)`` the sinks hear of it first
+(`Sink.on_completed`), then the operator.
 
 On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator and the sinks
-(`on_snapshot`); take the local RocksDB
-checkpoint (write batch flushed, hard links); bump the writer interval to ``n+1``; write barrier
-``n`` to every partition of every output topic; then (in the caller) process the released
-buffer. The asynchronous phase runs in a task: flush the producer (every record of interval ≤ n
-is in Kafka before the ack), upload the new files, ack with the state handle and ``R_p``.
+(`on_snapshot`); take the local RocksDB checkpoint (write batch flushed, hard links); bump the
+writer interval to ``n+1``; write barrier ``n`` to every partition of every output topic; then
+(in the caller) process the released buffer. The asynchronous phase runs in a task: flush the
+producer (every record of interval ≤ n is in Kafka before the ack), upload the new files, ack
+with the state handle and ``R_p``.
 """
 
 from __future__ import annotations
@@ -64,26 +65,20 @@ from operators.protocol.messages import (
 )
 from operators.protocol.records import (
     SOURCE_WRITER,
-    RecordKind,
-    RecordMeta,
     decode_headers,
-    encode_headers,
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
-from operators.runtime.bounded import error_text
-from operators.runtime.context import Emitted, OperatorOpenContext, RecordContext
+from operators.runtime.context import OperatorOpenContext, RecordContext
 from operators.runtime.control import ControlLink
-from operators.runtime.deadletters import dead_letter_headers
 from operators.runtime.exceptions import (
     CorruptCheckpointError,
     SinkProgressError,
     SubtaskFencedError,
 )
 from operators.runtime.executor import KeyedExecutor
-from operators.runtime.partitioner import partition_for
-from operators.runtime.sinks import Sink, SinkRecord, build_sinks
+from operators.runtime.outputs import Outputs
+from operators.runtime.sinks import Sink, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
-from operators.runtime.topics import dead_letter_topic
 from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.specs import TopicKind
 from operators.state.local_checkpoint import LocalCheckpoint
@@ -179,8 +174,7 @@ class Subtask:
         self._sinks: dict[str, Sink] = {}
         """sink topic -> its sink; topics may share one"""
         self.records_in = 0
-        self.records_out = 0
-        self.dead_letters = 0
+        self._outputs: Outputs | None = None
         self._stop_requested = False
 
     async def run(self) -> None:
@@ -254,6 +248,10 @@ class Subtask:
             producer=self._producer,
             metadata=self._store.metadata(),
         )
+        self._outputs = Outputs(
+            self.graph, self.id, attempt=self.attempt, producer=self._producer,
+            sinks=self._sinks, metrics=self._metrics,
+        )  # fmt: skip
         restored = self._restore.checkpoint_id if self._restore else None
         for sink in self._each_sink():
             await sink.open(restored)
@@ -467,8 +465,9 @@ class Subtask:
         await self._finish(ctx, record)
 
     async def _finish(self, ctx: RecordContext, source: Record | None) -> None:
+        assert self._outputs is not None
         for index, emitted in enumerate(ctx.emitted):
-            await self._send(emitted, ctx.partition, source, index)
+            await self._outputs.send(emitted, self.interval, ctx.partition, source, index)
         for wake in ctx.wakes:
             self.schedule_wake(wake)
 
@@ -501,42 +500,19 @@ class Subtask:
         self._check_emits(ctx)
         await self._finish(ctx, None)
 
-    async def _send(
-        self, emitted: Emitted, input_partition: int, source: Record | None, index: int
-    ) -> None:
-        assert self._producer is not None
-        spec = self.graph.topics[emitted.topic]
-        partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
-        self.records_out += 1
-        self._metrics.records_out.inc()
-        sink = self._sinks.get(emitted.topic)
-        if sink is not None:
-            record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
-            await sink.write(record, self.interval)
-            return
-        headers = encode_headers(
-            RecordMeta(self.attempt, self.interval, self.name, pipeline=self.graph.name)
-        )
-        await self._producer.send(
-            emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
-        )
-
     async def _dead_letter(self, incoming: Incoming, error: Exception) -> None:
-        assert self._producer is not None
-        self.dead_letters += 1
-        self._metrics.dead_letters.inc()
-        logger.warning(  # bounded: the error's repr may hold the whole value
-            "%s dead-letters %s[%s]@%s: %s",
-            self.name, incoming.topic, incoming.partition, incoming.offset, error_text(error),
-        )  # fmt: skip
-        headers = dead_letter_headers(incoming, error, operator=self.id.uid, subtask=self.name)
-        await self._producer.send(
-            dead_letter_topic(self.graph.name),
-            incoming.value or b"",
-            key=incoming.key,
-            partition=0,
-            headers=headers,
-        )
+        assert self._outputs is not None
+        await self._outputs.dead_letter(incoming, error)
+
+    @property
+    def records_out(self) -> int:
+        """Records emitted by this subtask."""
+        return self._outputs.records_out if self._outputs else 0
+
+    @property
+    def dead_letters(self) -> int:
+        """Input records this subtask dead-lettered."""
+        return self._outputs.dead_letters if self._outputs else 0
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -560,14 +536,8 @@ class Subtask:
             n, self._checkpoints_dir, uploaded=self._snapshots.uploaded
         )
         self.interval = n + 1
-        barrier = encode_headers(
-            RecordMeta(self.attempt, n, self.name, RecordKind.BARRIER, n, pipeline=self.graph.name)
-        )
-        for topic in self._spec.outputs:
-            spec = self.graph.topics[topic]
-            if spec.kind is TopicKind.TOPIC:
-                for p in range(spec.partitions):
-                    await self._producer.send(topic, b"", partition=p, headers=barrier)
+        assert self._outputs is not None
+        await self._outputs.barrier(n)
         sync_s = time.perf_counter() - started
         positions = dict(aligned.positions)
         self._upload = asyncio.create_task(

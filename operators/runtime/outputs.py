@@ -1,0 +1,116 @@
+"""Where a subtask's records go: the output side of `operators.runtime.subtask`.
+
+* an emitted record bound for a sink topic goes to that topic's `Sink` (which decides, by its
+  guarantee, when the outside world sees it); any other goes through the subtask's idempotent
+  producer, stamped with the writer's attempt, interval and pipeline;
+* barrier ``n`` goes to every partition of every output topic between operators (sinks get no
+  markers), through the same producer, so per partition records and markers keep their order;
+* an input record whose processing failed goes to the pipeline's dead-letter topic with its
+  reason (logged bounded: an error's text may hold the whole value).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord
+
+from operators.contract import Record
+from operators.graph import JobGraph, SubtaskId
+from operators.metrics import SubtaskInstruments
+from operators.protocol.records import RecordKind, RecordMeta, encode_headers
+from operators.runtime.bounded import error_text
+from operators.runtime.context import Emitted
+from operators.runtime.deadletters import dead_letter_headers
+from operators.runtime.partitioner import partition_for
+from operators.runtime.sinks import Sink, SinkRecord
+from operators.runtime.topics import dead_letter_topic
+from operators.specs import TopicKind
+
+__all__ = ["Outputs"]
+
+logger = logging.getLogger(__name__)
+
+
+class Outputs:
+    """The records, markers and dead letters of subtask ``subtask`` at ``attempt``."""
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        subtask: SubtaskId,
+        *,
+        attempt: int,
+        producer: AIOKafkaProducer,
+        sinks: Mapping[str, Sink],
+        metrics: SubtaskInstruments,
+    ) -> None:
+        self._graph, self._id, self._attempt = graph, subtask, attempt
+        self._name = str(subtask)
+        self._producer = producer
+        self._sinks = sinks
+        self._metrics = metrics
+        self._topics = [
+            graph.topics[t]
+            for t in graph.operators[subtask.uid].outputs
+            if graph.topics[t].kind is TopicKind.TOPIC
+        ]
+        self.records_out = 0
+        self.dead_letters = 0
+
+    async def send(
+        self,
+        emitted: Emitted,
+        interval: int,
+        input_partition: int,
+        source: Record | None,
+        index: int,
+    ) -> None:
+        """Send ``emitted``, the ``index``-th record the processing of ``source`` (None: a
+        wake-up) emitted, as a record of ``interval``."""
+        spec = self._graph.topics[emitted.topic]
+        partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
+        self.records_out += 1
+        self._metrics.records_out.inc()
+        sink = self._sinks.get(emitted.topic)
+        if sink is not None:
+            record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
+            await sink.write(record, interval)
+            return
+        headers = encode_headers(
+            RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
+        )
+        await self._producer.send(
+            emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
+        )
+
+    async def barrier(self, checkpoint_id: int) -> None:
+        """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks)."""
+        n = checkpoint_id
+        meta = RecordMeta(self._attempt, n, self._name, RecordKind.BARRIER, n, self._graph.name)
+        headers = encode_headers(meta)
+        for spec in self._topics:
+            for p in range(spec.partitions):
+                await self._producer.send(spec.name, b"", partition=p, headers=headers)
+
+    async def dead_letter(self, incoming: ConsumerRecord[bytes, bytes], error: Exception) -> None:
+        """Send ``incoming`` to the dead-letter topic with why its processing failed."""
+        self.dead_letters += 1
+        self._metrics.dead_letters.inc()
+        logger.warning(
+            "%s dead-letters %s[%s]@%s: %s",
+            self._name, incoming.topic, incoming.partition, incoming.offset, error_text(error),
+        )  # fmt: skip
+        headers = dead_letter_headers(incoming, error, operator=self._id.uid, subtask=self._name)
+        await self._producer.send(
+            dead_letter_topic(self._graph.name),
+            incoming.value or b"",
+            key=incoming.key,
+            partition=0,
+            headers=headers,
+        )
+
+    async def flush(self) -> None:
+        """Every record and marker sent so far is in Kafka."""
+        await self._producer.flush()
