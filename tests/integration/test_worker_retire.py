@@ -61,6 +61,9 @@ async def test_a_call_in_flight_finishes_when_a_newer_attempt_replaces_its_subta
             assert time.monotonic() < deadline, "attempt 2 never started"
             await asyncio.sleep(0.01)
         assert [event for event, _ in calls[:2]] == ["started", "finished"]
+        while len(calls) < 3:  # attempt 2 re-reads the record (no checkpoint): fully started
+            assert time.monotonic() < deadline, "attempt 2 never called again"
+            await asyncio.sleep(0.01)
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
