@@ -13,6 +13,7 @@ import importlib
 import json
 import shutil
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,3 +201,15 @@ def test_dashboard_is_valid_json_with_a_uid_and_title(path: Path) -> None:
 )
 def test_is_pinned(image: str, pinned: bool) -> None:
     assert _is_pinned(image) is pinned
+
+
+def test_the_image_copies_every_package_the_wheel_ships() -> None:
+    """The Dockerfile copies the sources package by package: one left out (the application
+    package `sluicegate`, when it moved out of `coordinator`) breaks the image's entry point."""
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]["packages"]
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    missing = [p for p in packages if f"COPY {p} ./{p}" not in dockerfile]
+    assert missing == []
