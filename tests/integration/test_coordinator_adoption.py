@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,7 +16,7 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.helpers import assert_counted_exactly_once
+from tests.helpers import assert_counted_exactly_once, wait_for
 
 
 async def test_a_restarted_coordinator_adopts_the_running_attempt(
@@ -48,10 +47,7 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
     second: asyncio.Task[None] | None = None
     try:
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:2000])
-        deadline = time.monotonic() + 60
-        while first.stats.completed < 2:
-            assert time.monotonic() < deadline, "no checkpoints before the crash"
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: first.stats.completed >= 2, timeout_s=60, what="2 checkpoints")
         attempt = first.attempt
         hosted = {w.worker_id: dict(w.subtasks) for w in workers}
         first_task.cancel()  # the coordinator dies; the workers do not
@@ -62,10 +58,12 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
             graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings
         )
         second = asyncio.create_task(restarted.run())
-        while restarted.stats.completed < 2:
-            assert time.monotonic() < deadline, "no checkpoints after the restart"
-            assert not second.done(), second
-            await asyncio.sleep(0.05)
+
+        def restarted_checkpoints() -> bool:
+            assert not second.done(), second  # the restarted coordinator must keep running
+            return restarted.stats.completed >= 2
+
+        await wait_for(restarted_checkpoints, timeout_s=60, what="2 checkpoints after the restart")
         assert restarted.attempt == attempt, "the restarted coordinator took a new attempt"
         assert [w.attempt for w in workers] == [attempt, attempt]
         for w in workers:  # the very same subtask objects: none was restarted

@@ -19,6 +19,7 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines
+from tests.helpers import wait_for
 
 
 async def test_a_call_in_flight_finishes_when_a_newer_attempt_replaces_its_subtask(
@@ -46,24 +47,16 @@ async def test_a_call_in_flight_finishes_when_a_newer_attempt_replaces_its_subta
     )  # fmt: skip
     running = asyncio.create_task(worker.run())
     try:
-        deadline = time.monotonic() + 60
-        while not bus.workers:  # the worker's end joined the bus
-            assert time.monotonic() < deadline, "the worker never joined"
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: bus.workers, timeout_s=60, what="the worker on the bus")
         plan: dict[str, tuple[str, ...]] = {"w": ("op#0",)}
         await coordinator.send(Assign(1, None, 1, plan))
         await produce_lines(kafka_bootstrap, f"in-{tag}", ["one"])
-        while not calls:
-            assert time.monotonic() < deadline, "the call never started"
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: calls, timeout_s=60, what="the call started")
         await coordinator.send(Assign(2, None, 1, plan))  # a global recovery elsewhere
-        while worker.attempt != 2:
-            assert time.monotonic() < deadline, "attempt 2 never started"
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: worker.attempt == 2, timeout_s=60, what="attempt 2 started")
         assert [event for event, _ in calls[:2]] == ["started", "finished"]
-        while len(calls) < 3:  # attempt 2 re-reads the record (no checkpoint): fully started
-            assert time.monotonic() < deadline, "attempt 2 never called again"
-            await asyncio.sleep(0.01)
+        # attempt 2 re-reads the record (no checkpoint): fully started before the teardown
+        await wait_for(lambda: len(calls) >= 3, timeout_s=60, what="attempt 2 calling again")
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
