@@ -13,7 +13,6 @@ import random
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -26,7 +25,7 @@ from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import Storage, open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.helpers import sst_new_in_latest
+from tests.helpers import sst_new_in_latest, wait_for
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -43,15 +42,9 @@ def worker(name: str, tag: str, bootstrap: str, storage: Storage, tmp_path: Path
     )
 
 
-async def wait_for(
-    what: str, check: Callable[[], Awaitable[bool]], seconds: float, tasks: list[asyncio.Task[None]]
-) -> None:
-    deadline = time.monotonic() + seconds
-    while not await check():
-        for task in tasks:
-            assert not task.done(), f"{task.get_name()} ended: {task}"
-        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
-        await asyncio.sleep(0.1)
+def alive(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        assert not task.done(), f"{task.get_name()} ended: {task}"
 
 
 async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
@@ -85,9 +78,10 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
             await asyncio.sleep(0.1)  # pacing the input, not waiting for a condition
 
         async def three_checkpoints() -> bool:
+            alive(tasks)
             return len(await manifests.completed()) >= 3
 
-        await wait_for("three checkpoints", three_checkpoints, 90, tasks)
+        await wait_for(three_checkpoints, timeout_s=90, what="three checkpoints")
         w1 = tasks.pop()
         w1.cancel()  # the worker dies: no more checkpoints complete
         await asyncio.gather(w1, return_exceptions=True)
@@ -102,9 +96,10 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[1500:])
 
         async def marked_corrupt() -> bool:
+            alive(tasks)
             return newest.checkpoint_id in await manifests.corrupt()
 
-        await wait_for("the checkpoint marked corrupt", marked_corrupt, 90, tasks)
+        await wait_for(marked_corrupt, timeout_s=90, what="the checkpoint marked corrupt")
         fallbacks = registry.get_sample_value(
             "sluicegate_restore_fallbacks_total", {"pipeline": graph.name}
         )

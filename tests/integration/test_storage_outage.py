@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from coordinator.local import LocalJob
 from operators.storage import Storage, StorageUnavailableError, open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.helpers import assert_counted_exactly_once
+from tests.helpers import assert_counted_exactly_once, wait_for
 
 _WRITES = {"put", "put_if_absent", "put_file", "put_content_addressed"}
 
@@ -66,11 +65,12 @@ async def test_a_storage_outage_aborts_checkpoints_without_a_recovery(
         await job.wait_for_checkpoints(1, timeout_s=60)
         storage.down = True
         before, attempt = job.completed, job.attempt
-        deadline = time.monotonic() + 30
-        while storage.refused < 5:  # triggers, uploads and manifests refused for a while
+
+        def refused_for_a_while() -> bool:  # triggers, uploads and manifests refused
             job.raise_failure()
-            assert time.monotonic() < deadline, "no checkpoint write was attempted"
-            await asyncio.sleep(0.05)
+            return storage.refused >= 5
+
+        await wait_for(refused_for_a_while, timeout_s=30, what="refused checkpoint writes")
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[3000:])
         await asyncio.sleep(1.0)  # the outage goes on: nothing may complete, nothing may fail
         job.raise_failure()
