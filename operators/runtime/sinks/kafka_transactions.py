@@ -5,22 +5,51 @@ checkpoint whose outputs are published.
 1. ``start()`` initialises the transactional producer, which fences any zombie holding the same
    transactional id and aborts its open transaction;
 2. ``read_published()`` reads this sink subtask's last progress record with ``read_committed``
-   (0 when there is none);
+   (0 when there is none). Every sink subtask of the pipeline writes progress to the same
+   partition, whose committed end (the last stable offset) stops at the first transaction still
+   open there: another subtask's, killed mid-publication and not yet aborted by its successor.
+   A read up to that end could miss this subtask's own newer, committed progress record and
+   publish its outputs again (seen in the agent chaos test: every result of one subtask twice).
+   So it first finds, reading uncommitted, the offset of this subtask's last progress record
+   (its own transaction is settled: ``start()`` fenced it), waits until the committed end has
+   passed it, and only then reads committed records;
 3. ``publish(outputs, up_to)`` sends, in one transaction, the outputs and the progress record
    ``published = up_to``; if it raises, the transaction is aborted and nothing is visible.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.producer.message_accumulator import BatchBuilder
 
+from operators.exceptions import RetryableError
 from operators.runtime.sinks.write_ahead import SinkOutput
 
-__all__ = ["KafkaTransactions"]
+__all__ = ["KafkaTransactions", "SinkProgressUnsettledError"]
+
+logger = logging.getLogger(__name__)
+
+_STABLE_WAIT_S = 120.0
+"""Longer than a transaction may stay open: the broker aborts one after the producer's
+transaction timeout (60 s by default) when no successor fenced it first."""
+
+
+class SinkProgressUnsettledError(RetryableError):
+    """A transaction on the sink-progress topic stayed open: the subtask's own progress cannot
+    be read yet. Retryable: the recovery that follows tries again."""
+
+    def __init__(self, subtask: str, own_offset: int, stable_end: int) -> None:
+        super().__init__(
+            f"{subtask}: the sink-progress topic's committed end stayed at {stable_end}, before "
+            f"its own progress record at {own_offset}: a transaction is still open there"
+        )
+        self.subtask, self.own_offset, self.stable_end = subtask, own_offset, stable_end
 
 
 class KafkaTransactions:
@@ -68,16 +97,20 @@ class KafkaTransactions:
             )
 
     async def read_published(self) -> int:
+        last_own = await self._last_own_offset()
+        if last_own is None:
+            return 0
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             isolation_level="read_committed",
             enable_auto_commit=False,
+            auto_offset_reset="earliest",
         )
         try:  # started inside: a cancel during start must still stop it
             await consumer.start()
             consumer.assign([self._progress])
             await consumer.seek_to_beginning(self._progress)
-            end = (await consumer.end_offsets([self._progress]))[self._progress]
+            end = await self._stable_end_past(consumer, last_own)
             published = 0
             while await consumer.position(self._progress) < end:
                 batches = await consumer.getmany(self._progress, timeout_ms=500)
@@ -87,3 +120,42 @@ class KafkaTransactions:
             return published
         finally:
             await consumer.stop()
+
+    async def _last_own_offset(self) -> int | None:
+        """The offset of this subtask's last progress record, committed or not; None: none."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            isolation_level="read_uncommitted",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        try:
+            await consumer.start()
+            consumer.assign([self._progress])
+            await consumer.seek_to_beginning(self._progress)
+            end = (await consumer.end_offsets([self._progress]))[self._progress]
+            last: int | None = None
+            while await consumer.position(self._progress) < end:
+                batches = await consumer.getmany(self._progress, timeout_ms=500)
+                for record in batches.get(self._progress, []):
+                    if record.key == self._subtask.encode():
+                        last = record.offset
+            return last
+        finally:
+            await consumer.stop()
+
+    async def _stable_end_past(self, consumer: AIOKafkaConsumer, offset: int) -> int:
+        """Wait until the committed end of the progress partition is past ``offset`` (the
+        transactions open before it are settled) and return it."""
+        deadline = time.monotonic() + _STABLE_WAIT_S
+        while True:
+            end: int = (await consumer.end_offsets([self._progress]))[self._progress]
+            if end > offset:
+                return end
+            if time.monotonic() > deadline:
+                raise SinkProgressUnsettledError(self._subtask, offset, end)
+            logger.info(
+                "%s waits for an open transaction on the sink-progress topic to settle "
+                "(committed end %s, own progress at %s)", self._subtask, end, offset,
+            )  # fmt: skip
+            await asyncio.sleep(0.5)
