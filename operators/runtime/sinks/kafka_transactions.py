@@ -20,6 +20,7 @@ checkpoint whose outputs are published.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -107,7 +108,7 @@ class KafkaTransactions:
             auto_offset_reset="earliest",
         )
         try:  # started inside: a cancel during start must still stop it
-            await consumer.start()
+            await _start(consumer)
             consumer.assign([self._progress])
             await consumer.seek_to_beginning(self._progress)
             end = await self._stable_end_past(consumer, last_own)
@@ -130,7 +131,7 @@ class KafkaTransactions:
             auto_offset_reset="earliest",
         )
         try:
-            await consumer.start()
+            await _start(consumer)
             consumer.assign([self._progress])
             await consumer.seek_to_beginning(self._progress)
             end = (await consumer.end_offsets([self._progress]))[self._progress]
@@ -159,3 +160,15 @@ class KafkaTransactions:
                 "(committed end %s, own progress at %s)", self._subtask, end, offset,
             )  # fmt: skip
             await asyncio.sleep(0.5)
+
+
+async def _start(consumer: AIOKafkaConsumer) -> None:
+    """Start ``consumer``; a cancel lets the start finish first (a start cut off midway leaves
+    a connection that `stop` does not close), then propagates."""
+    starting = asyncio.ensure_future(consumer.start())
+    try:
+        await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await starting
+        raise
