@@ -19,6 +19,7 @@ minus the OS); `start` again recovers at a new attempt.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class LocalJob:
             timeout_seconds=timeout_seconds,
             periodic_checkpoints=checkpointing,
             heartbeat_timeout_seconds=1e9,
+            adopt_seconds=0,  # its worker dies with it (`crash`): nothing to adopt
         )
         self._settings = subtask_settings
         self._registry = registry
@@ -110,19 +112,13 @@ class LocalJob:
         """Start or recover the job; see the module docstring."""
         bus = InMemoryBus()
         self._completed_before = self.completed
-        options = self._options
         self._coordinator = Coordinator(
             self.graph,
             bootstrap=self._bootstrap,
             storage=self._storage,
-            settings=CoordinatorOptions(
-                interval_seconds=options.interval_seconds,
-                min_pause_seconds=options.min_pause_seconds,
-                timeout_seconds=options.timeout_seconds,
-                periodic_checkpoints=options.periodic_checkpoints,
-                heartbeat_timeout_seconds=options.heartbeat_timeout_seconds,
-                adopt_seconds=0,  # its worker died with it (`crash`): nothing to adopt
-                restart_policy=RestartPolicy(max_restarts=0, window_seconds=1e9),
+            # A fresh policy per start: it keeps state (a policy that gave up stays given up).
+            settings=dataclasses.replace(
+                self._options, restart_policy=RestartPolicy(max_restarts=0, window_seconds=1e9)
             ),
             link=bus.coordinator_end(),
         )

@@ -474,14 +474,7 @@ class Coordinator:
             return
         self.attempt = attempt
         self.tracker = await self._tracker_for(attempt)
-        latest = await self.manifests.latest()
-        self.assign = Assign(
-            attempt=attempt,
-            restore_from=latest.checkpoint_id if latest else None,
-            next_checkpoint_id=self.tracker.next_checkpoint_id,
-            assignment=decision.assignment,
-        )
-        self._previous = {s: w for w, subs in decision.assignment.items() for s in subs}
+        self._take_up(decision.assignment, await self.manifests.latest())
         self.job.apply(JobEvent.WORKERS_READY)
         self._restart.on_running(now)
         logger.info(
@@ -498,6 +491,20 @@ class Coordinator:
             min_pause_seconds=self.settings.min_pause_seconds,
             timeout_seconds=self.settings.timeout_seconds,
         )
+
+    def _take_up(
+        self, assignment: dict[str, tuple[str, ...]], latest: CheckpointManifest | None
+    ) -> Assign:
+        """``assignment`` runs the current attempt, restored from ``latest``."""
+        assert self.tracker is not None
+        self._previous = {s: w for w, subs in assignment.items() for s in subs}
+        self.assign = Assign(
+            attempt=self.attempt,
+            restore_from=latest.checkpoint_id if latest else None,
+            next_checkpoint_id=self.tracker.next_checkpoint_id,
+            assignment=assignment,
+        )
+        return self.assign
 
     async def _new_attempt(self) -> None:
         """Take the next attempt durably and prepare the tracker for it."""
@@ -538,21 +545,15 @@ class Coordinator:
             self._previous = await load_assignment(self.storage)
         assignment = plan_assignment(self._subtasks, slots, self._previous)
         await save_assignment(self.storage, self.attempt, assignment)
-        self._previous = {s: w for w, subs in assignment.items() for s in subs}
-        self.assign = Assign(
-            attempt=self.attempt,
-            restore_from=latest.checkpoint_id if latest else None,
-            next_checkpoint_id=self.tracker.next_checkpoint_id,
-            assignment=assignment,
-        )
+        assign = self._take_up(assignment, latest)
         self.job.apply(
             JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )
         self._restart.on_running(now)
-        await self._broadcast(self.assign)
+        await self._broadcast(assign)
         logger.info(
             "attempt %s assigned from checkpoint %s: %s",
-            self.attempt, self.assign.restore_from, assignment,
+            self.attempt, assign.restore_from, assignment,
         )  # fmt: skip
 
     # -- I/O ------------------------------------------------------------------------------

@@ -144,3 +144,23 @@ def _time_out(
 ) -> NoReturn:
     message = f"not within {timeout_s:g} s: {what} (last seen: {last!r})"
     pytest.fail(f"{message}\n{details()}" if details else message)
+
+
+async def assert_final_counts_at_least_once(
+    bootstrap: str, topic: str, expected: Mapping[str, int], *, deadline: float
+) -> None:
+    """The word count's sink holds every count ``1..n`` of every word at least once (a restore
+    that fell back behind the last published checkpoint republishes what it replayed), read
+    until every word's final count arrived or ``deadline`` (monotonic) passed."""
+    from sluicegate.demos.wordcount import read_sink
+
+    seen: dict[str, set[int]] = {word: set() for word in expected}
+    wanted = sum(expected.values())
+    while any(max(seen[w], default=0) < n for w, n in expected.items()):
+        assert time.monotonic() < deadline, "the sink never reached the final counts"
+        records = await read_sink(bootstrap, topic, wanted, timeout_s=10)
+        wanted = len(records) + 1
+        for r in records:
+            seen.setdefault((r.key or b"").decode(), set()).add(int(r.value))
+    for word, n in expected.items():
+        assert seen[word] == set(range(1, n + 1)), word

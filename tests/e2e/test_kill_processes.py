@@ -8,7 +8,7 @@ import os
 import random
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from operators.runtime.manifest import ManifestStore
@@ -17,7 +17,12 @@ from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from sluicegate.devkafka import DevBroker
 from tests.e2e.cluster import Cluster, word_count_module
-from tests.helpers import assert_counted_exactly_once, sst_new_in_latest, wait_for
+from tests.helpers import (
+    assert_counted_exactly_once,
+    assert_final_counts_at_least_once,
+    sst_new_in_latest,
+    wait_for,
+)
 
 VOCABULARY = [f"w{i:02d}" for i in range(30)]
 # CI keeps the chaos test to a minute; `make soak` runs 200k lines and 12 kills.
@@ -148,7 +153,6 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     cluster.start("w2")
 
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[5000:])
-    total = sum(expected.values())
     deadline = time.monotonic() + 240  # for the detection and the final counts together
 
     async def detected() -> bool:
@@ -162,16 +166,9 @@ async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(
     )
     # Falling back behind the last published checkpoint republishes what was replayed, so the
     # sink holds every count at least once, and every word's final count is exact.
-    seen: dict[str, set[int]] = defaultdict(set)
-    wanted = total
-    while any(max(seen[w], default=0) < n for w, n in expected.items()):
-        assert time.monotonic() < deadline, "the sink never reached the final counts"
-        records = await read_sink(kafka_bootstrap, f"counts-{tag}", wanted, timeout_s=10)
-        wanted = len(records) + 1
-        for r in records:
-            seen[(r.key or b"").decode()].add(int(r.value))
-    for word, n in expected.items():
-        assert seen[word] == set(range(1, n + 1)), word
+    await assert_final_counts_at_least_once(
+        kafka_bootstrap, f"counts-{tag}", expected, deadline=deadline
+    )
     log = "".join(p.read_text() for p in (tmp_path / "logs").glob("coordinator.*.log"))
     assert f"checkpoint {newest.checkpoint_id} is corrupt" in log
 

@@ -12,7 +12,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -24,8 +24,8 @@ from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.runtime.worker import Worker
 from operators.storage import Storage, open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.helpers import sst_new_in_latest, wait_for
+from sluicegate.demos.wordcount import produce_lines, word_count
+from tests.helpers import assert_final_counts_at_least_once, sst_new_in_latest, wait_for
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -105,17 +105,9 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
         )
         assert fallbacks == 1
 
-        seen: dict[str, set[int]] = defaultdict(set)
-        wanted = sum(expected.values())
-        deadline = time.monotonic() + 120
-        while any(max(seen[w], default=0) < n for w, n in expected.items()):
-            assert time.monotonic() < deadline, "the sink never reached the final counts"
-            records = await read_sink(kafka_bootstrap, f"counts-{tag}", wanted, timeout_s=10)
-            wanted = len(records) + 1
-            for r in records:
-                seen[(r.key or b"").decode()].add(int(r.value))
-        for word, n in expected.items():
-            assert seen[word] == set(range(1, n + 1)), word
+        await assert_final_counts_at_least_once(
+            kafka_bootstrap, f"counts-{tag}", expected, deadline=time.monotonic() + 120
+        )
         assert coordinator.assign is not None
         assert coordinator.assign.restore_from is not None
         assert coordinator.assign.restore_from < newest.checkpoint_id

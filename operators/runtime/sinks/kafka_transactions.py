@@ -25,6 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.producer.message_accumulator import BatchBuilder
@@ -98,12 +99,21 @@ class KafkaTransactions:
             )
 
     async def read_published(self) -> int:
-        last_own = await self._last_own_offset()
+        last_own, _ = await self._scan("read_uncommitted")
         if last_own is None:
             return 0
+        _, published = await self._scan("read_committed", past=last_own)
+        return published
+
+    async def _scan(
+        self, isolation: Literal["read_committed", "read_uncommitted"], *, past: int = -1
+    ) -> tuple[int | None, int]:
+        """Read the progress partition from its start to its end (with ``past``: once that end
+        is beyond offset ``past``): the offset of this subtask's last progress record and the
+        checkpoint it names (None and 0 when there is none)."""
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
-            isolation_level="read_committed",
+            isolation_level=isolation,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
@@ -111,37 +121,15 @@ class KafkaTransactions:
             await _start(consumer)
             consumer.assign([self._progress])
             await consumer.seek_to_beginning(self._progress)
-            end = await self._stable_end_past(consumer, last_own)
+            end = await self._stable_end_past(consumer, past)
+            last: int | None = None
             published = 0
             while await consumer.position(self._progress) < end:
                 batches = await consumer.getmany(self._progress, timeout_ms=500)
                 for record in batches.get(self._progress, []):
                     if record.key == self._subtask.encode() and record.value is not None:
-                        published = int(json.loads(record.value)["published"])
-            return published
-        finally:
-            await consumer.stop()
-
-    async def _last_own_offset(self) -> int | None:
-        """The offset of this subtask's last progress record, committed or not; None: none."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            isolation_level="read_uncommitted",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        try:
-            await _start(consumer)
-            consumer.assign([self._progress])
-            await consumer.seek_to_beginning(self._progress)
-            end = (await consumer.end_offsets([self._progress]))[self._progress]
-            last: int | None = None
-            while await consumer.position(self._progress) < end:
-                batches = await consumer.getmany(self._progress, timeout_ms=500)
-                for record in batches.get(self._progress, []):
-                    if record.key == self._subtask.encode():
-                        last = record.offset
-            return last
+                        last, published = record.offset, int(json.loads(record.value)["published"])
+            return last, published
         finally:
             await consumer.stop()
 
