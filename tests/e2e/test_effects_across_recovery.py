@@ -9,67 +9,22 @@ twice. Before, each coordinator start was a global recovery that cut off the cal
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from time import sleep
-
-import pytest
 
 from agents.client import submit_tasks
 from agents.declaration import AgentTopics
 from agents.messages import TaskRequest
 from operators.runtime.readers import committed_from_start
 from tests.e2e.cluster import Cluster
+from tests.e2e.ledger import Ledger
 from tests.helpers import wait_for
 
 PARTITIONS = 4
 RUNS = 40
 WRITES = 3
 KILLS = 3
-
-
-class Ledger:
-    """An HTTP service that executes every write it gets (no deduplication), slowly."""
-
-    def __init__(self, latency_s: float = 0.3) -> None:
-        self.calls: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        ledger = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                sleep(latency_s)  # a write on the wire, where a recovery may find it
-                with ledger._lock:
-                    ledger.calls[body["key"]] += 1
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b'{"ok": true}')
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-@pytest.fixture
-def ledger() -> Iterator[Ledger]:
-    service = Ledger()
-    try:
-        yield service
-    finally:
-        service.close()
 
 
 def ledger_module(tag: str, url: str) -> str:
@@ -156,8 +111,7 @@ async def test_coordinator_kills_cut_off_no_effect_and_fail_no_run(
     statuses = Counter(str(r["status"]) for r in results.values())
     assert statuses == Counter({"done": RUNS}), statuses
     assert len(ledger.calls) == RUNS * WRITES
-    repeated = {key: n for key, n in ledger.calls.items() if n > 1}
-    assert repeated == {}, f"writes executed more than once: {repeated}"
+    assert ledger.repeated() == {}, "writes executed more than once"
     adopted = sum(
         "adopted the running attempt" in log.read_text()
         for log in cluster.logs.glob("coordinator.*.log")
