@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from time import sleep
@@ -23,6 +24,8 @@ class Ledger:
         self.calls: Counter[str] = Counter()
         self.paths: Counter[str] = Counter()
         self.answers: dict[str, dict[str, Any]] = {}
+        self.arrived: dict[str, float] = {}
+        """When the first call with each key arrived (``time.time()``)."""
         self._lock = threading.Lock()
         ledger = self
 
@@ -30,6 +33,8 @@ class Ledger:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 key = self.headers.get("Idempotency-Key") or body["key"]
+                with ledger._lock:
+                    ledger.arrived.setdefault(key, time.time())
                 sleep(latency_s)  # a write on the wire, where a recovery may find it
                 answer = {"ok": True, "path": self.path, **body}
                 with ledger._lock:  # executed: every call, whatever its key
