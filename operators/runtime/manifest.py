@@ -42,8 +42,9 @@ __all__ = [
     "SubtaskSnapshot",
 ]
 
-MANIFEST_SCHEMA_VERSION = 2
-"""2 added ``triggered_at``; version 1 manifests are read as they are (``triggered_at`` None)."""
+MANIFEST_SCHEMA_VERSION = 3
+"""2 added ``triggered_at``, 3 ``state_versions``; older manifests are read as they are (the
+fields None: unknown triggered time, every operator's state at version 1)."""
 _CORRUPT = "_corrupt"
 _COMPLETED = "_completed"
 
@@ -88,6 +89,8 @@ class CheckpointManifest(BaseModel):
     subtasks: dict[str, SubtaskSnapshot]
     triggered_at: float | None = None
     """Unix time the checkpoint was triggered (None: unknown, e.g. a version 1 manifest)."""
+    state_versions: dict[str, int] | None = None
+    """Operator uid -> version of its own state rows (`operators.state.versions`); None: all 1."""
 
     @field_validator("schema_version")
     @classmethod
@@ -108,6 +111,7 @@ class CheckpointManifest(BaseModel):
         acks: Iterable[CheckpointAck],
         *,
         triggered_at: float | None = None,
+        state_versions: dict[str, int] | None = None,
     ) -> CheckpointManifest:
         return cls(
             pipeline=pipeline,
@@ -116,7 +120,12 @@ class CheckpointManifest(BaseModel):
             completed_at=time.time(),
             subtasks={ack.subtask: SubtaskSnapshot.from_ack(ack) for ack in acks},
             triggered_at=triggered_at,
+            state_versions=state_versions,
         )
+
+    def state_version(self, uid: str) -> int:
+        """The version of operator ``uid``'s state rows in this checkpoint."""
+        return (self.state_versions or {}).get(uid, 1)
 
     def shape_mismatch(self, subtasks: Iterable[str]) -> str | None:
         """Why this checkpoint cannot restore a job of ``subtasks`` (None: it can). A checkpoint
