@@ -29,5 +29,10 @@ class CoordinatorOptions:
     adopt_seconds: float = 3.0
     """How long a starting coordinator waits for the workers of the newest plan to report the
     attempt they run, to adopt it (0: always take a new attempt)."""
+    from_savepoint: str | None = None
+    """Restore the job from this savepoint (once: `coordinator.savepoints.restoring`)."""
+    allow_non_restored_state: bool = False
+    """Restore even if the savepoint or checkpoint holds state the pipeline cannot take (an
+    operator it no longer has): that state is dropped."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""

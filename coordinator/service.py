@@ -62,6 +62,9 @@ from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attem
 from coordinator.options import CoordinatorOptions
 from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
+from coordinator.savepoints.driver import SavepointDriver
+from coordinator.savepoints.requests import SavepointRequest
+from coordinator.savepoints.restoring import prepare_restore
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
 from operators.protocol.messages import (
@@ -81,6 +84,7 @@ from operators.runtime.control import CoordinatorLink
 from operators.runtime.kafka_control import KafkaCoordinatorLink
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
+from operators.savepoints import SavepointError
 from operators.storage import AlreadyExistsError, Storage, StorageError
 
 __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
@@ -149,6 +153,8 @@ class Coordinator:
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
         """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
+        self.savepoints = SavepointDriver(storage, graph.name)
+        """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -182,6 +188,7 @@ class Coordinator:
                         await self._on_message(message)
                     await self._tick(time.monotonic())
         finally:
+            self.savepoints.cancel()
             await self._offsets.stop()
             self.ended.set()
 
@@ -215,6 +222,20 @@ class Coordinator:
             "final checkpoint first" if final_checkpoint else "no final checkpoint",
         )  # fmt: skip
 
+    async def request_savepoint(
+        self, name: str | None = None, *, stop: bool = False
+    ) -> SavepointRequest:
+        """Ask for savepoint ``name`` (default: pipeline and time): from a checkpoint triggered
+        for it, or with ``stop`` from the final checkpoint of a graceful stop, which this
+        starts (`coordinator.savepoints`). Raises `SavepointRefusedError` saying why not."""
+        busy = self.job.is_terminal or self.job.state is JobState.STOPPING
+        request = await self.savepoints.request(
+            name, stop=stop, refusal=f"the job is {self.job.state.value}" if busy else None
+        )
+        if stop:
+            self.request_stop(final_checkpoint=True)
+        return request
+
     # -- decisions ------------------------------------------------------------------------
 
     async def _tick(self, now: float) -> None:
@@ -241,6 +262,10 @@ class Coordinator:
             return
         if self.tracker is None or self.assign is None:
             return
+        waiting = self.savepoints.wants_checkpoint()
+        if waiting is not None and (inject := self.tracker.trigger(now, forced=True)):
+            waiting.triggered(inject.checkpoint_id)
+            await self._inject(inject.checkpoint_id, inject.attempt)
         if self._periodic_due(now) and (inject := self.tracker.trigger(now)):
             await self._inject(inject.checkpoint_id, inject.attempt)
         if (abort := self.tracker.on_tick(now)) is not None:
@@ -301,6 +326,7 @@ class Coordinator:
         await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
         if self.stopping is not None:
             self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
+        self.savepoints.on_completed(manifest)
         await self._commit_source_offsets(manifest)
         await self._clean_up()
         await self._rebalance(now)
@@ -314,6 +340,7 @@ class Coordinator:
         manifest = CheckpointManifest.from_acks(
             self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
             triggered_at=self.stats.triggered_at(commit.checkpoint_id),
+            state_versions={u: s.state_versions.current for u, s in self.graph.operators.items()},
         )  # fmt: skip
         try:
             await self.manifests.commit(manifest)
@@ -333,6 +360,7 @@ class Coordinator:
         here only postpones them to the next completed checkpoint."""
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
+        pinned = (*pinned, *self.savepoints.pinned())
         try:
             await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
             if self.stats.completed % self.settings.audit_every == 0:
@@ -381,6 +409,7 @@ class Coordinator:
             self.stopping.checkpoint_ended(
                 abort.checkpoint_id, completed=False, reason=abort.reason
             )
+        self.savepoints.on_aborted(abort.checkpoint_id, abort.reason)
 
     async def _fail(self, reason: str, now: float, subtask: str | None = None) -> None:
         if self._recover_at is not None or self.job.is_terminal:
@@ -394,6 +423,7 @@ class Coordinator:
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
         if self.tracker is not None and self.tracker.in_flight is not None:
             self.stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
+        self.savepoints.on_recovery()
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
         decision = self._restart.on_failure(now)
@@ -426,6 +456,7 @@ class Coordinator:
                         self.graph.name, ", ".join(unconfirmed),
                         self.settings.stop_timeout_seconds,
                     )  # fmt: skip
+                await self.savepoints.on_stopped(self.manifests, stop.completed)
                 self.job.apply(JobEvent.STOPPED)
                 final = stop.completed
                 logger.info(
@@ -527,7 +558,7 @@ class Coordinator:
             self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
             await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
         latest = found.manifest
-        if latest is None and found.any_completed:
+        if latest is None and found.any_completed and self.settings.from_savepoint is None:
             logger.error(
                 "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
                 "(that would reprocess all input). Restore from a savepoint or clear the "
@@ -536,6 +567,20 @@ class Coordinator:
             )
             self.job.apply(JobEvent.FATAL)
             return
+        try:
+            restored = await prepare_restore(
+                self.storage, self.graph, latest, attempt=self.attempt,
+                from_savepoint=self.settings.from_savepoint,
+                allow_non_restored=self.settings.allow_non_restored_state,
+            )  # fmt: skip
+        except SavepointError as exc:
+            self.failure = Failure(str(exc))
+            logger.error("pipeline %s: cannot restore: %s", self.graph.name, exc)
+            self.job.apply(JobEvent.FATAL)
+            return
+        if restored is not latest:  # a new checkpoint: its id is used now
+            latest = restored
+            self.tracker = await self._tracker_for(self.attempt)
         if latest is not None and (mismatch := latest.shape_mismatch(self._subtasks)):
             self.failure = Failure(mismatch)
             logger.error("pipeline %s: %s", self.graph.name, mismatch)
