@@ -187,3 +187,41 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
         with pytest.raises(CoordinatorApiError) as gone:
             await asyncio.to_thread(client.savepoint, "live")
         assert gone.value.status == 404
+
+
+async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepoint_is_refused(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(5)
+    tag = uuid.uuid4().hex[:8]
+    await ensure_topics(kafka_bootstrap, word_count(tag))
+    storage = open_storage(tmp_path / "storage")
+    produced = lines(rng, 600)
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", produced)
+    async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "a") as job:
+        expected = Counter(w for line in produced for w in line.split())
+        await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        job.coordinator.request_stop()
+        await asyncio.wait_for(job.task, 30)
+        final = job.coordinator.stopping.completed if job.coordinator.stopping else None
+    assert final is not None
+
+    # no savepoint: the newest checkpoint itself is re-split for 3 counters
+    more = lines(rng, 600)
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", more)
+    async with running(word_count(tag, counters=3), storage, kafka_bootstrap,
+                       tmp_path / "b") as job:  # fmt: skip
+        assign = await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        assert assign.restore_from is not None
+        assert assign.restore_from > final
+        expected = Counter(w for line in produced + more for w in line.split())
+        records = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
+        assert_counted_exactly_once(records, expected)
+
+    async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "c",
+                       from_savepoint="no-such-savepoint") as job:  # fmt: skip
+        await asyncio.wait_for(job.task, 30)
+        assert job.coordinator.job.state.value == "failed"
+        assert job.coordinator.failure is not None
+        assert "no savepoint named 'no-such-savepoint'" in job.coordinator.failure.reason
+        assert "savepoint list" in job.coordinator.failure.reason
