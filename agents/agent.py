@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
+from agents.state_versions import run_state_versions
 from operators.contract import Operator
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
@@ -81,6 +82,7 @@ def add_agent(
         parallelism=parallelism,
         owned_topics=[OwnedTopic(JOURNAL_SUFFIX, compact=True)],
         labels={"kind": "agent", **{f"topic.{k}": v for k, v in asdict(names).items()}},
+        state_versions=run_state_versions(),  # RunState upgraders, applied on restore
     )
     # Declared after the agent: subtasks are placed in declaration order, so each worker
     # gets agent subtasks first.
