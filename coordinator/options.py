@@ -34,5 +34,8 @@ class CoordinatorOptions:
     allow_non_restored_state: bool = False
     """Restore even if the savepoint or checkpoint holds state the pipeline cannot take (an
     operator it no longer has): that state is dropped."""
+    full_checkpoint_every: int = 0
+    """Every K-th checkpoint (its id a multiple of K) is full: its files are its own, shared
+    with no other checkpoint (0: only on demand)."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""

@@ -192,14 +192,15 @@ class Coordinator:
             await self._offsets.stop()
             self.ended.set()
 
-    async def trigger_checkpoint(self) -> int | None:
-        """Trigger a checkpoint now if the tracker allows it; its id, or None."""
+    async def trigger_checkpoint(self, *, full: bool = False) -> int | None:
+        """Trigger a checkpoint now if the tracker allows it (``full``: a full one); its id,
+        or None."""
         if self.tracker is None or self.assign is None:
             return None
         inject = self.tracker.trigger(time.monotonic(), forced=True)
         if inject is None:
             return None
-        await self._inject(inject.checkpoint_id, inject.attempt)
+        await self._inject(inject.checkpoint_id, inject.attempt, full=full)
         return inject.checkpoint_id
 
     def request_stop(self, *, final_checkpoint: bool = True) -> None:
@@ -606,7 +607,7 @@ class Coordinator:
     async def _broadcast(self, message: ToWorker) -> None:
         await self._link.send(message)
 
-    async def _inject(self, checkpoint_id: int, attempt: int) -> None:
+    async def _inject(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
         """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
         right after); 2. tell every source subtask to take its barrier where it reads now."""
         if self.job.state is JobState.RUNNING:
@@ -614,7 +615,9 @@ class Coordinator:
         now = time.monotonic()
         self.stats.on_triggered(checkpoint_id, now, time.time())
         try:
-            await mark_triggered(self.storage, checkpoint_id)
+            every = self.settings.full_checkpoint_every
+            full = full or (every > 0 and checkpoint_id % every == 0)
+            await mark_triggered(self.storage, checkpoint_id, full=full)
         except StorageError as exc:
             self._storage_backoff.failed(now)
             abort = None if self.tracker is None else self.tracker.on_trigger_failed(

@@ -25,7 +25,11 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from coordinator.httpapi.savepoint_models import SavepointDeleted, SavepointInfo
+from coordinator.httpapi.savepoint_models import (
+    FullCheckpointTriggered,
+    SavepointDeleted,
+    SavepointInfo,
+)
 from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError, RetryableError, SluicegateError
 
@@ -105,6 +109,11 @@ class CoordinatorClient:
         )
         status, body = self._call("POST", f"/stop?{query}", extra_timeout=wait_seconds)
         return self._parse(status, body, JobStatus)
+
+    def trigger_full_checkpoint(self) -> int:
+        """Trigger a full checkpoint (files shared with no other); its id. Refusals are 409."""
+        status, body = self._call("POST", "/checkpoints/full")
+        return self._parse(status, body, FullCheckpointTriggered).checkpoint_id
 
     def savepoints(self) -> list[SavepointInfo]:
         """Stored savepoints, then this coordinator's requests not stored yet."""

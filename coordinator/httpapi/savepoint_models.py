@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SavepointDeleted", "SavepointInfo"]
+__all__ = ["FullCheckpointTriggered", "SavepointDeleted", "SavepointInfo"]
 
 
 class SavepointInfo(BaseModel):
@@ -37,3 +37,9 @@ class SavepointDeleted(BaseModel):
 
     name: str
     files: int = Field(ge=0)
+
+
+class FullCheckpointTriggered(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint_id: int = Field(ge=1)

@@ -2,9 +2,10 @@
 
 ``GET /savepoints``, ``POST /savepoints?name=&stop=`` (202; 409 when refused),
 ``GET /savepoints/{name}`` and ``DELETE /savepoints/{name}`` (404 when there is none; 409
-while it is being written). Errors have the API's one JSON shape
-(`coordinator.httpapi.app.ErrorBody`). The router is included by the process that serves the
-API (`sluicegate coordinator`), beside the main app's routes.
+while it is being written); and ``POST /checkpoints/full``, a full checkpoint on demand (its
+files shared with no other checkpoint; 409 when one is in flight). Errors have the API's one
+JSON shape (`coordinator.httpapi.app.ErrorBody`). The router is included by the process that
+serves the API (`sluicegate coordinator`), beside the main app's routes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from coordinator.httpapi.app import ErrorBody
-from coordinator.httpapi.savepoint_models import SavepointDeleted, SavepointInfo
+from coordinator.httpapi.savepoint_models import (
+    FullCheckpointTriggered,
+    SavepointDeleted,
+    SavepointInfo,
+)
 from operators.savepoints import SavepointNotFoundError, SavepointRefusedError
 
 __all__ = ["SavepointDeleted", "SavepointInfo", "SavepointView", "savepoints_router"]
@@ -40,6 +45,10 @@ class SavepointView(Protocol):
     async def delete_savepoint(self, name: str) -> int:
         """The number of files deleted; raises `SavepointNotFoundError`, or
         `SavepointRefusedError` while it is being written."""
+        ...
+
+    async def trigger_full_checkpoint(self) -> int:
+        """Trigger a full checkpoint; its id. Raises `SavepointRefusedError` when not now."""
         ...
 
 
@@ -121,6 +130,21 @@ def savepoints_router(view: SavepointView) -> APIRouter:
             return SavepointDeleted(name=name, files=await view.delete_savepoint(name))
         except SavepointNotFoundError as exc:
             return _not_found(exc)
+        except SavepointRefusedError as exc:
+            return _refused(exc)
+
+    @router.post(
+        "/checkpoints/full",
+        status_code=202,
+        response_model=FullCheckpointTriggered,
+        tags=["checkpoints"],
+        summary="Trigger a full checkpoint",
+        responses={409: _error("A checkpoint cannot be triggered now; the message says why")},
+    )
+    async def post_full_checkpoint() -> FullCheckpointTriggered | JSONResponse:
+        """A checkpoint whose files are its own (shared with no other checkpoint), now."""
+        try:
+            return FullCheckpointTriggered(checkpoint_id=await view.trigger_full_checkpoint())
         except SavepointRefusedError as exc:
             return _refused(exc)
 

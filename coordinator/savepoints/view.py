@@ -70,6 +70,15 @@ class CoordinatorSavepoints:
     async def create_savepoint(self, name: str | None, *, stop: bool) -> SavepointInfo:
         return request_info(await self._c.request_savepoint(name, stop=stop))
 
+    async def trigger_full_checkpoint(self) -> int:
+        checkpoint_id = await self._c.trigger_checkpoint(full=True)
+        if checkpoint_id is None:
+            raise SavepointRefusedError(
+                "a checkpoint is in flight, or the job is not running",
+                "Try again in a moment; GET /checkpoints shows the checkpoint in flight",
+            )
+        return checkpoint_id
+
     async def delete_savepoint(self, name: str) -> int:
         if any(r.name == name and not r.done for r in self._c.savepoints.requests):
             raise SavepointRefusedError(

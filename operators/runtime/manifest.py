@@ -157,6 +157,13 @@ class CheckpointManifest(BaseModel):
         return RestorePoint(self.checkpoint_id, positions, snapshot.handle)
 
     @property
+    def is_full(self) -> bool:
+        """Whether every file of this checkpoint is in its own folder (a full checkpoint),
+        shared with no other."""
+        paths = [f.path for s in self.subtasks.values() for f in s.handle.files]
+        return bool(paths) and all(p.startswith(f"{CHECKPOINTS}/") for p in paths)
+
+    @property
     def full_bytes(self) -> int:
         return sum(s.handle.full_bytes for s in self.subtasks.values())
 

@@ -204,6 +204,15 @@ def _add_restore(parser: argparse.ArgumentParser) -> None:
         "job's own newer checkpoints",
     )
     parser.add_argument(
+        "--full-checkpoint-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="every K-th checkpoint is full: its files shared with no other checkpoint, so "
+        "no damaged shared file can break it; retention keeps the newest (default 0: only on "
+        "demand, `sluicegate checkpoint trigger --full`)",
+    )
+    parser.add_argument(
         "--allow-non-restored-state",
         action="store_true",
         help="restore even if the savepoint holds state of operators the pipeline no longer "
@@ -213,6 +222,7 @@ def _add_restore(parser: argparse.ArgumentParser) -> None:
 
 def _restore_args(args: argparse.Namespace) -> list[str]:
     flags = ["--from-savepoint", args.from_savepoint] if args.from_savepoint else []
+    flags += ["--full-checkpoint-every", str(args.full_checkpoint_every)]
     return flags + (["--allow-non-restored-state"] if args.allow_non_restored_state else [])
 
 
@@ -292,6 +302,7 @@ def _coordinator(args: argparse.Namespace) -> int:
             heartbeat_timeout_seconds=args.heartbeat_timeout,
             from_savepoint=args.from_savepoint,
             allow_non_restored_state=args.allow_non_restored_state,
+            full_checkpoint_every=args.full_checkpoint_every,
         ),
     )
     asyncio.run(_serve_coordinator(service, args.http_host, args.http_port))

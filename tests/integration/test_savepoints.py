@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,7 @@ from operators.savepoints.store import SavepointStore
 from operators.storage import open_storage
 from sluicegate.cli.main import _parser
 from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.helpers import assert_counted_exactly_once, wait_for
+from tests.helpers import assert_counted_exactly_once, assert_final_counts_at_least_once, wait_for
 from tests.jobs import running
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -113,6 +114,7 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines(random.Random(1), 300))
         client = CoordinatorClient(job.url)
         await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        assert await read_sink(kafka_bootstrap, f"counts-{tag}", 1, 60)  # the counters have rows
         info = await asyncio.to_thread(client.create_savepoint, "live")
         assert info.name == "live"
 
@@ -180,3 +182,46 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
         assert job.coordinator.failure is not None
         assert "no savepoint named 'no-such-savepoint'" in job.coordinator.failure.reason
         assert "savepoint list" in job.coordinator.failure.reason
+
+
+async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_gone(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(8)
+    tag = uuid.uuid4().hex[:8]
+    graph = word_count(tag)
+    await ensure_topics(kafka_bootstrap, graph)
+    storage = open_storage(tmp_path / "storage")
+    produced = lines(rng, 600)
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", produced)
+    expected = Counter(w for line in produced for w in line.split())
+    async with running(graph, storage, kafka_bootstrap, tmp_path / "a",
+                       full_checkpoint_every=2) as job:  # fmt: skip
+        await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        await wait_for(lambda: job.coordinator.stats.completed >= 4, timeout_s=30, what="4 done")
+        job.coordinator.request_stop()
+        await asyncio.wait_for(job.task, 30)
+    manifests = ManifestStore(storage)
+    retained = await manifests.retained()
+    assert {m.checkpoint_id % 2 == 0 for m in retained if m.is_full} == {True}
+    assert any(not m.is_full for m in retained)
+    newest_full = max(m.checkpoint_id for m in retained if m.is_full)
+    for path in await storage.list("shared"):  # every shared file lost
+        await storage.delete(path)
+    async with running(graph, storage, kafka_bootstrap, tmp_path / "b") as job:
+        assign = await wait_for(
+            lambda: (
+                job.coordinator.assign
+                if job.coordinator.assign and job.coordinator.assign.restore_from == newest_full
+                else None
+            ),
+            timeout_s=60,
+            what=f"a restore from the full checkpoint {newest_full}",
+        )
+        assert assign.restore_from == newest_full
+        more = lines(rng, 200)
+        await produce_lines(kafka_bootstrap, f"lines-{tag}", more)
+        expected = Counter(w for line in produced + more for w in line.split())
+        await assert_final_counts_at_least_once(
+            kafka_bootstrap, f"counts-{tag}", expected, deadline=time.monotonic() + 90
+        )

@@ -14,6 +14,7 @@ class FakeView:
     def __init__(self) -> None:
         self.stored = {"a": SavepointInfo(name="a", status="stored", rows=3)}
         self.asked: list[tuple[str | None, bool]] = []
+        self.full = 0
 
     async def savepoints(self) -> list[SavepointInfo]:
         return list(self.stored.values())
@@ -28,6 +29,12 @@ class FakeView:
         if name in self.stored:
             raise SavepointRefusedError("a savepoint named 'a' exists already", "Choose another")
         return SavepointInfo(name=name or "default", status="waiting", stop=stop)
+
+    async def trigger_full_checkpoint(self) -> int:
+        self.full += 1
+        if self.full > 1:
+            raise SavepointRefusedError("a checkpoint is in flight", "Try again in a moment")
+        return 7
 
     async def delete_savepoint(self, name: str) -> int:
         if name not in self.stored:
@@ -81,3 +88,13 @@ async def test_get_list_and_delete() -> None:
     missing = await http.delete("/savepoints/a")
     assert missing.status_code == 404
     assert missing.json()["error"] == "savepoint_not_found"
+
+
+async def test_a_full_checkpoint_on_demand() -> None:
+    http, _ = client()
+    first = await http.post("/checkpoints/full")
+    assert first.status_code == 202
+    assert first.json() == {"checkpoint_id": 7}
+    second = await http.post("/checkpoints/full")
+    assert second.status_code == 409
+    assert second.json()["what_to_do"] == "Try again in a moment"
