@@ -64,7 +64,7 @@ from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.savepoints.driver import SavepointDriver
 from coordinator.savepoints.requests import SavepointRequest
-from coordinator.savepoints.restoring import prepare_restore
+from coordinator.savepoints.restoring import already_restored, prepare_restore
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
 from operators.protocol.messages import (
@@ -481,7 +481,10 @@ class Coordinator:
     async def _start_or_adopt(self) -> None:
         """Step 1 of the module docstring: adopt when the newest plan's workers may still run
         it, else a new attempt."""
-        loaded = await load_plan(self.storage) if self.settings.adopt_seconds > 0 else None
+        adopt = self.settings.adopt_seconds > 0
+        if adopt and (name := self.settings.from_savepoint) is not None:
+            adopt = await already_restored(self.storage, name)  # else the savepoint's state
+        loaded = await load_plan(self.storage) if adopt else None
         if loaded is None:
             await self._new_attempt()
             return

@@ -4,11 +4,12 @@
 It performs, in order:
 
 1. ``--from-savepoint NAME`` given and not restored yet by this storage (no marker
-   ``savepoint-restores/<NAME>``): load and validate the savepoint, materialise it at the
-   pipeline's current shape as a new checkpoint (`operators.savepoints.materialize`: operator
-   uids mapped by name, rows re-split by input partition, state upgraded), commit it, then
-   leave the marker, so a coordinator started again with the same flag resumes from its own
-   newer checkpoints instead of rewinding to the savepoint;
+   ``savepoint-restores/<NAME>`` naming this savepoint's creation time: a savepoint deleted and
+   taken again under the same name is a new one): load and validate the savepoint, materialise
+   it at the pipeline's current shape as a new checkpoint (`operators.savepoints.materialize`:
+   operator uids mapped by name, rows re-split by input partition, state upgraded), commit it,
+   then leave the marker, so a coordinator started again with the same flag resumes from its
+   own newer checkpoints instead of rewinding to the savepoint;
 2. otherwise, the newest checkpoint of the same operators at another parallelism, or with
    state older than the code's: materialise it the same way (a rescale or an upgrade);
 3. otherwise the newest checkpoint as it is.
@@ -26,13 +27,20 @@ from pathlib import Path
 from coordinator.numbering import mark_triggered, next_checkpoint_id
 from operators.graph import JobGraph
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
+from operators.savepoints import SavepointNotFoundError
 from operators.savepoints.materialize import materialize_checkpoint
 from operators.savepoints.sources import CheckpointSource, SavepointSource, StateSource
 from operators.savepoints.store import SavepointStore
-from operators.storage import Storage
+from operators.storage import NotFoundError, Storage
 from operators.storage.layout import savepoint_prefix
 
-__all__ = ["RESTORES", "needs_materialising", "prepare_restore", "restored_marker"]
+__all__ = [
+    "RESTORES",
+    "already_restored",
+    "needs_materialising",
+    "prepare_restore",
+    "restored_marker",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +65,21 @@ def needs_materialising(latest: CheckpointManifest, graph: JobGraph) -> bool:
     return rescaled or (older and latest.shape_mismatch(subtasks) is None)
 
 
+async def already_restored(storage: Storage, name: str) -> bool:
+    """Whether savepoint ``name``, as it is now, was restored by this storage before."""
+    try:
+        marker = json.loads(await storage.get(restored_marker(name)))
+    except NotFoundError:
+        return False
+    except ValueError:
+        return False  # unreadable: restoring again is the safe side of a manual edit
+    try:
+        created_at = (await SavepointStore(storage).load(name)).created_at
+    except SavepointNotFoundError:
+        return True  # deleted since: nothing to restore, resume from the checkpoints
+    return isinstance(marker, dict) and marker.get("created_at") == created_at
+
+
 async def prepare_restore(
     storage: Storage,
     graph: JobGraph,
@@ -68,7 +91,7 @@ async def prepare_restore(
     work_root: Path | None = None,
 ) -> CheckpointManifest | None:
     """The checkpoint the new attempt restores from; steps in the module docstring."""
-    if from_savepoint is not None and not await storage.exists(restored_marker(from_savepoint)):
+    if from_savepoint is not None and not await already_restored(storage, from_savepoint):
         manifest = await SavepointStore(storage).load(from_savepoint)
         if manifest.pipeline != graph.name:
             logger.warning(
@@ -80,7 +103,9 @@ async def prepare_restore(
             allow_non_restored=allow_non_restored, what=f"savepoint {from_savepoint}",
             work_root=work_root,
         )  # fmt: skip
-        marker = json.dumps({"checkpoint_id": restored.checkpoint_id}).encode()
+        marker = json.dumps(
+            {"checkpoint_id": restored.checkpoint_id, "created_at": manifest.created_at}
+        ).encode()
         await storage.put(restored_marker(from_savepoint), marker)
         return restored
     if from_savepoint is not None:

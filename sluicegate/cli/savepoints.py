@@ -169,10 +169,14 @@ def _after_stop(name: str, say: Callable[[str], None]) -> int:
         )
     say(f"savepoint {name} written from checkpoint {stored.from_checkpoint}; the job stopped. "
         f"Restore it with --from-savepoint {name}")  # fmt: skip
+    sys.stdout.flush()
     return 0
 
 
 def _storage() -> Storage:
+    # Output is flushed by each command before it returns: a storage client's threads have
+    # been seen to abort the interpreter at exit (also `checkpoint audit`), losing buffered
+    # output to a pipe.
     return open_storage(CoordinatorSettings().storage_url)
 
 
@@ -183,6 +187,7 @@ def _list(args: argparse.Namespace) -> int:
         print(json.dumps([i.model_dump(mode="json") for i in infos], indent=2))
     else:
         print(render_savepoints(infos))
+    sys.stdout.flush()
     return 0
 
 
@@ -192,6 +197,7 @@ def _delete(args: argparse.Namespace) -> int:
     except SavepointError as exc:
         return _fail(str(exc))
     print(f"savepoint {args.name} deleted ({files} files)")
+    sys.stdout.flush()
     return 0
 
 
@@ -205,10 +211,12 @@ def _versions(args: argparse.Namespace) -> int:
             ],
             "unreadable_savepoints": census.unreadable,
         }, indent=2))  # fmt: skip
+        sys.stdout.flush()
         return 0
     rows = [[uid, str(v), str(c), str(s)] for uid, v, c, s in census.rows()]
     print(table(["operator", "state version", "checkpoints", "savepoints"], rows) if rows
           else "no checkpoints or savepoints")  # fmt: skip
     for name, problem in census.unreadable.items():
         print(f"savepoint {name} could not be read: {problem}")
+    sys.stdout.flush()
     return 0

@@ -1,0 +1,50 @@
+"""Which checkpoint a new attempt restores: a savepoint once (not again when the coordinator
+starts again with the same flag, but again when it was deleted and taken anew under that
+name), a checkpoint at another parallelism re-split, an unchanged one as it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coordinator.savepoints.restoring import already_restored, prepare_restore
+from operators.runtime.manifest import ManifestStore
+from operators.savepoints.store import SavepointStore
+from operators.storage import open_storage
+from tests.unit.operators.savepoints.test_rescale import checkpoint_of, graph, savepoint_from
+
+
+async def test_a_savepoint_is_restored_once_per_creation(tmp_path: Path) -> None:
+    storage = open_storage("memory://")
+    await savepoint_from(storage, tmp_path / "a", graph(2))
+    assert not await already_restored(storage, "sp")
+    first = await prepare_restore(
+        storage, graph(3), None, attempt=2, from_savepoint="sp", allow_non_restored=False
+    )
+    assert first is not None
+    assert len(first.subtasks) == 3
+    assert await ManifestStore(storage).completed() == [first.checkpoint_id]
+    assert await already_restored(storage, "sp")
+    again = await prepare_restore(
+        storage, graph(3), first, attempt=3, from_savepoint="sp", allow_non_restored=False
+    )
+    assert again is first  # resumes from the job's own checkpoint
+    await SavepointStore(storage).delete("sp")
+    assert await already_restored(storage, "sp")  # gone: nothing to restore
+    await savepoint_from(storage, tmp_path / "b", graph(2))  # a new one, same name
+    assert not await already_restored(storage, "sp")
+
+
+async def test_a_checkpoint_is_re_split_only_when_the_parallelism_changed(tmp_path: Path) -> None:
+    storage = open_storage("memory://")
+    latest = await checkpoint_of(storage, graph(2), tmp_path / "b")
+    await ManifestStore(storage).commit(latest)
+    same = await prepare_restore(
+        storage, graph(2), latest, attempt=2, from_savepoint=None, allow_non_restored=False
+    )
+    assert same is latest
+    rescaled = await prepare_restore(
+        storage, graph(1), latest, attempt=2, from_savepoint=None, allow_non_restored=False
+    )
+    assert rescaled is not None
+    assert rescaled.checkpoint_id > latest.checkpoint_id
+    assert list(rescaled.subtasks) == ["counter#0"]
