@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 
 import pytest
 from hypothesis import given
@@ -26,6 +27,32 @@ def test_rows_round_trip_in_key_order(rows: dict[bytes, bytes]) -> None:
 
 def test_empty_file_round_trips() -> None:
     assert list(decode_rows(encode_rows([]))) == []
+    assert list(decode_rows(encode_rows([], compress=False))) == []
+
+
+def test_uncompressed_files_read_too_and_compression_pays() -> None:
+    rows = [(b"key-%06d" % i, b"value " * 8) for i in range(1000)]
+    plain, packed = encode_rows(rows, compress=False), encode_rows(rows)
+    assert list(decode_rows(plain)) == list(decode_rows(packed)) == rows
+    assert len(packed) * 5 < len(plain)
+
+
+def test_a_zip_bomb_is_refused_not_inflated() -> None:
+    section = struct.pack(">I", 1) + b"k" + struct.pack(">I", MAX_VALUE_BYTES - 1)
+    section += bytes(64 << 20)  # compresses to ~64 KiB, would inflate to 64 MiB
+    body = b"SGRW" + struct.pack(">HH", 1, 1) + zlib.compress(section, 9)
+    with pytest.raises(CorruptSavepointError, match="expands beyond"):
+        decode_rows(_reseal(body))
+
+
+def test_a_damaged_compressed_body_is_refused() -> None:
+    packed = encode_rows([(b"a", b"1" * 100)])[:-32]
+    with pytest.raises(CorruptSavepointError, match=r"decompress|truncated"):
+        decode_rows(_reseal(packed[:-5]))
+    with pytest.raises(CorruptSavepointError, match="extra bytes"):
+        decode_rows(_reseal(packed + b"zz"))
+    with pytest.raises(CorruptSavepointError, match="flags 2"):
+        decode_rows(_reseal(packed[:4] + struct.pack(">HH", 1, 2) + packed[8:]))
 
 
 def test_the_writer_refuses_rows_out_of_order_or_duplicate() -> None:
@@ -78,7 +105,7 @@ def test_a_length_past_the_end_is_refused() -> None:
 
 
 def test_a_wrong_row_count_is_refused() -> None:
-    body = encode_rows([(b"a", b"1")])[:-32]
+    body = encode_rows([(b"a", b"1")], compress=False)[:-32]
     forged = body[:-8] + struct.pack(">Q", 2)
     with pytest.raises(CorruptSavepointError, match="counts 2 rows"):
         decode_rows(_reseal(forged))
@@ -104,6 +131,6 @@ def test_another_magic_or_a_newer_version_is_refused() -> None:
 
 
 def test_bytes_after_the_trailer_are_refused() -> None:
-    body = encode_rows([(b"a", b"1")])[:-32] + b"extra"
+    body = encode_rows([(b"a", b"1")], compress=False)[:-32] + b"extra"
     with pytest.raises(CorruptSavepointError, match="trailer"):
         decode_rows(_reseal(body))
