@@ -101,7 +101,7 @@ async def prepare_restore(
         restored = await _materialise(
             storage, graph, SavepointSource(storage, manifest), attempt=attempt,
             allow_non_restored=allow_non_restored, what=f"savepoint {from_savepoint}",
-            work_root=work_root,
+            work_root=work_root, after=manifest.from_checkpoint,
         )  # fmt: skip
         marker = json.dumps(
             {"checkpoint_id": restored.checkpoint_id, "created_at": manifest.created_at}
@@ -132,9 +132,12 @@ async def _materialise(
     allow_non_restored: bool,
     what: str,
     work_root: Path | None,
+    after: int = 0,
 ) -> CheckpointManifest:
-    """1. take a fresh checkpoint id durably; 2. build the checkpoint; 3. commit its manifest."""
-    checkpoint_id = await next_checkpoint_id(storage)
+    """1. take a fresh checkpoint id durably, above ``after`` too (a savepoint's checkpoint:
+    in new checkpoint storage the ids would start again at 1, below what the sinks recorded as
+    published up to that checkpoint); 2. build the checkpoint; 3. commit its manifest."""
+    checkpoint_id = max(await next_checkpoint_id(storage), after + 1)
     await mark_triggered(storage, checkpoint_id)
     work = Path(tempfile.mkdtemp(prefix="sluicegate-restore-", dir=work_root))
     manifest, notes = await materialize_checkpoint(

@@ -48,3 +48,21 @@ async def test_a_checkpoint_is_re_split_only_when_the_parallelism_changed(tmp_pa
     assert rescaled is not None
     assert rescaled.checkpoint_id > latest.checkpoint_id
     assert list(rescaled.subtasks) == ["counter#0"]
+
+
+async def test_in_new_storage_the_ids_start_above_the_savepoints_checkpoint(
+    tmp_path: Path,
+) -> None:
+    old = open_storage("memory://")
+    await savepoint_from(old, tmp_path / "a", graph(2))  # from checkpoint 1
+    new = open_storage("memory://")
+    for path in await old.list("savepoints"):
+        await new.put(path, await old.get(path))
+    manifest = await SavepointStore(new).load("sp")
+    forged = manifest.model_copy(update={"from_checkpoint": 40})
+    await new.put(SavepointStore.manifest_path("sp"), forged.to_json())
+    restored = await prepare_restore(
+        new, graph(2), None, attempt=1, from_savepoint="sp", allow_non_restored=False
+    )
+    assert restored is not None
+    assert restored.checkpoint_id == 41
