@@ -37,5 +37,8 @@ class CoordinatorOptions:
     full_checkpoint_every: int = 0
     """Every K-th checkpoint (its id a multiple of K) is full: its files are its own, shared
     with no other checkpoint (0: only on demand)."""
+    retire_wait_seconds: float = 20.0
+    """How long a new attempt waits for every live worker to retire its older subtasks before
+    assigning without the silent ones; keep it above the workers' ``retire_seconds``."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""
