@@ -36,12 +36,18 @@ class SavepointDriver:
         self.requests: list[SavepointRequest] = []
         """The latest requests, oldest first."""
         self._writing: set[asyncio.Task[None]] = set()
+        self.outcomes: dict[str, int] = {"completed": 0, "failed": 0}
+        """Requests of this process by how they ended (the metrics' counter)."""
+        self.last_written: tuple[float, int] | None = None
+        """Seconds from request to written, and size in bytes, of the latest savepoint."""
+        self._counted: set[int] = set()
 
     async def request(
         self, name: str | None, *, stop: bool, refusal: str | None
     ) -> SavepointRequest:
         """A new request; ``refusal``: why the job cannot take one now (None: it can).
         Raises `SavepointRefusedError` saying why not."""
+        self._count()
         name = name or default_name(self._pipeline)
         try:
             savepoint_prefix(name)
@@ -89,6 +95,7 @@ class SavepointDriver:
     def on_aborted(self, checkpoint_id: int, reason: str) -> None:
         for request in self.requests:
             request.checkpoint_aborted(checkpoint_id, reason, time.time())
+        self._count()
 
     def on_recovery(self) -> None:
         for request in self.requests:
@@ -113,14 +120,21 @@ class SavepointDriver:
             checkpoint = manifest.checkpoint_id if manifest is not None else None
             if request.stopped(checkpoint, time.time()) and manifest is not None:
                 await self._write(request, manifest)
+        self._count()
 
     def cancel(self) -> None:
         for task in self._writing:
             task.cancel()
 
+    def _count(self) -> None:
+        for request in self.requests:
+            if request.done and id(request) not in self._counted:
+                self._counted.add(id(request))
+                self.outcomes[request.phase.value] += 1
+
     async def _write(self, request: SavepointRequest, manifest: CheckpointManifest) -> None:
         try:
-            await write_from_checkpoint(self._storage, manifest, request)
+            written = await write_from_checkpoint(self._storage, manifest, request)
         except (SavepointError, StorageError) as exc:
             logger.error("savepoint %s failed: %s", request.name, exc)
             request.failed(str(exc), time.time())
@@ -129,6 +143,8 @@ class SavepointDriver:
             request.failed(f"{type(exc).__name__}: {exc}", time.time())
         else:
             request.written(time.time())
+            self.last_written = (time.time() - request.requested_at, written.size_bytes)
             logger.info(
                 "savepoint %s written from checkpoint %s", request.name, manifest.checkpoint_id
             )
+        self._count()

@@ -13,8 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from coordinator.httpapi.client import CoordinatorClient
+from coordinator.metrics import CoordinatorCollector
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.savepoints.store import SavepointStore
@@ -127,6 +129,18 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
         while not await stored():
             assert asyncio.get_running_loop().time() < deadline, "savepoint not written"
             await asyncio.sleep(0.2)
+        registry = CollectorRegistry()
+        registry.register(CoordinatorCollector(job.coordinator))
+        labels = {"pipeline": graph.name}
+        assert (
+            registry.get_sample_value(
+                "sluicegate_savepoints_total", {**labels, "outcome": "completed"}
+            )
+            == 1
+        )
+        size = registry.get_sample_value("sluicegate_savepoint_last_size_bytes", labels)
+        assert size is not None
+        assert size > 0
         listed = await asyncio.to_thread(client.savepoints)
         assert [s.name for s in listed if s.status == "stored"] == ["live"]
         assert listed[0].state_versions == {"counter": 1, "tokenizer": 1}
