@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from operators.contract import Context, Record
 from operators.graph import JobGraph
@@ -265,3 +267,49 @@ async def test_names_are_not_reused_and_delete_removes_everything(
     assert listed[0].manifest is not None
     await SavepointStore(storage).delete("sp")
     assert await storage.list("savepoints") == []
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    start=st.integers(1, PARTITIONS),
+    chain=st.lists(st.tuples(st.integers(1, PARTITIONS), st.booleans()), min_size=1, max_size=3),
+)
+async def test_any_chain_of_rescales_keeps_every_row_and_offset(
+    tmp_path_factory: pytest.TempPathFactory, start: int, chain: list[tuple[int, bool]]
+) -> None:
+    """From parallelism ``start`` through each ``(parallelism, via a savepoint?)`` of
+    ``chain``: every partition's rows and ``R_p`` arrive unchanged, owned as the graph says."""
+    tmp = tmp_path_factory.mktemp("chain")
+    storage = open_storage("memory://")
+    current = await checkpoint_of(storage, graph(start), tmp / "build")
+    for step, (parallelism, via_savepoint) in enumerate(chain):
+        async with await CheckpointSource.open(storage, current, tmp / f"read{step}") as source:
+            if via_savepoint:
+                name = f"sp{step}"
+                await write_savepoint(storage, source, name=name, pipeline="counts",
+                                      from_checkpoint=current.checkpoint_id, attempt=1)  # fmt: skip
+        if via_savepoint:
+            loaded = await SavepointStore(storage).load(name)
+            current, _ = await materialize_checkpoint(
+                storage, SavepointSource(storage, loaded), graph(parallelism),
+                checkpoint_id=current.checkpoint_id + 1, attempt=1, work_dir=tmp / f"m{step}",
+            )  # fmt: skip
+        else:
+            async with await CheckpointSource.open(storage, current, tmp / f"r{step}") as source:
+                current, _ = await materialize_checkpoint(
+                    storage, source, graph(parallelism), checkpoint_id=current.checkpoint_id + 1,
+                    attempt=1, work_dir=tmp / f"m{step}",
+                )  # fmt: skip
+        g = graph(parallelism)
+        for s in g.subtasks():
+            owned = [tp.partition for tp in g.input_partitions(s)]
+            assert current.subtasks[str(s)].positions == {"words": {p: 100 + p for p in owned}}
+    final_graph = graph(chain[-1][0])
+    assert await state_of(storage, current, tmp / "final") == {
+        str(s): {
+            tp.partition: expected_rows(tp.partition) for tp in final_graph.input_partitions(s)
+        }
+        for s in final_graph.subtasks()
+    }
