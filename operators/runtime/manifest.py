@@ -142,8 +142,9 @@ class CheckpointManifest(BaseModel):
             f"(subtasks without state in it: {missing or 'none'}; state of subtasks the "
             f"pipeline no longer has: {extra or 'none'}). Run the pipeline as it was, or start "
             "it on new checkpoint storage (with a new pipeline name, or after deleting its "
-            "sink-progress topic); changing operators or parallelism across a restore needs a "
-            "savepoint"
+            "sink-progress topic); to add or remove operators across a restore, take a savepoint "
+            "with the pipeline as it was and start the new one --from-savepoint (another "
+            "parallelism alone needs none: the coordinator re-splits the checkpoint)"
         )
 
     def restore_point(self, subtask: str) -> RestorePoint:

@@ -9,6 +9,7 @@ from pathlib import Path
 from coordinator.savepoints.restoring import already_restored, prepare_restore
 from operators.runtime.manifest import ManifestStore
 from operators.savepoints.store import SavepointStore
+from operators.state.versions import StateVersions
 from operators.storage import open_storage
 from tests.unit.operators.savepoints.test_rescale import checkpoint_of, graph, savepoint_from
 
@@ -66,3 +67,22 @@ async def test_in_new_storage_the_ids_start_above_the_savepoints_checkpoint(
     )
     assert restored is not None
     assert restored.checkpoint_id == 41
+
+
+async def test_a_checkpoint_of_older_state_is_upgraded_at_the_same_parallelism(
+    tmp_path: Path,
+) -> None:
+    storage = open_storage("memory://")
+    latest = await checkpoint_of(storage, graph(2), tmp_path / "b")  # no state_versions: 1
+    await ManifestStore(storage).commit(latest)
+    newer_code = graph(2, StateVersions.of(2, {1: lambda key, value: (key, value + b"!")}))
+    upgraded = await prepare_restore(
+        storage, newer_code, latest, attempt=2, from_savepoint=None, allow_non_restored=False
+    )
+    assert upgraded is not None
+    assert upgraded.checkpoint_id > latest.checkpoint_id
+    assert upgraded.state_version("counter") == 2
+    again = await prepare_restore(
+        storage, newer_code, upgraded, attempt=3, from_savepoint=None, allow_non_restored=False
+    )
+    assert again is upgraded
