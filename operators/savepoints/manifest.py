@@ -31,8 +31,9 @@ __all__ = [
     "SubtaskMetadata",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the savepoint format this build writes; it reads every version up to it."""
+FORMAT_VERSION = 2
+"""Version of the savepoint format this build writes; it reads every version up to it.
+2: a partition's rows may be split over several files (``files``); 1 had one (``file``)."""
 MAX_MANIFEST_BYTES = 64 << 20
 _MAX_FILE_BYTES = 1 << 40
 _UID = r"[a-z0-9][a-z0-9_.-]{0,99}"
@@ -66,15 +67,24 @@ class PartitionRows(_Model):
     partition: int = Field(ge=0, le=2**31 - 1)
     offset: int | None = Field(ge=0, description="R_p: the next offset to read (None: start)")
     rows: int = Field(ge=0)
-    file: RowsFile | None = Field(description="None when the partition holds no rows")
+    file: RowsFile | None = Field(default=None, description="format 1: the rows, if any")
+    files: tuple[RowsFile, ...] = Field(
+        default=(), description="format 2: the rows in key order, split over these files"
+    )
 
     @model_validator(mode="after")
     def _rows_need_a_file(self) -> PartitionRows:
         if self.topic in {".", ".."}:
             raise ValueError("'.' and '..' are not topic names")
-        if self.rows and self.file is None:
+        if self.file is not None and self.files:
+            raise ValueError(f"{self.topic}[{self.partition}] lists both file and files")
+        if self.rows and not self.chunks():
             raise ValueError(f"{self.topic}[{self.partition}] counts rows but lists no file")
         return self
+
+    def chunks(self) -> tuple[RowsFile, ...]:
+        """The files holding this partition's rows, in key order (empty: no rows)."""
+        return (self.file,) if self.file is not None else self.files
 
 
 class SubtaskMetadata(_Model):
@@ -135,7 +145,7 @@ class SavepointManifest(_Model):
         """Every rows file the savepoint holds."""
         found: list[RowsFile] = []
         for state in self.operators.values():
-            found.extend(p.file for p in state.partitions if p.file is not None)
+            found.extend(f for p in state.partitions for f in p.chunks())
             found.extend(m.file for m in state.metadata)
         return found
 

@@ -7,7 +7,8 @@ that the job then restores from the ordinary way.
 1. check the restore (`operators.savepoints.compatibility`): refuses with what to do;
 2. for every subtask of the graph, in a new RocksDB database in ``work_dir``: the rows of each
    input partition the subtask owns now (the rows move with their partition: this is the
-   rescale), upgraded to the code's state version; the subtask's metadata rows when its
+   rescale), chunk by chunk (memory is bounded by a chunk), upgraded to the code's state
+   version; the subtask's metadata rows when its
    operator's parallelism is unchanged (a rescale drops them: see docs/savepoints.md);
 3. take a local checkpoint of each and upload it content-addressed, like any checkpoint;
 4. return the manifest (``R_p`` of every owned partition the source knows): the caller commits
@@ -22,14 +23,14 @@ import shutil
 import time
 from pathlib import Path
 
-from operators.graph import JobGraph
+from operators.graph import JobGraph, SubtaskId
 from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 from operators.runtime.state_transfer import SnapshotStore
 from operators.savepoints.compatibility import check_restore
 from operators.savepoints.exceptions import SavepointRefusedError
-from operators.savepoints.sources import Rows, StateSource
-from operators.state.local_checkpoint import LocalCheckpoint
-from operators.state.rocksdb import RocksDBStateStore
+from operators.savepoints.sources import OperatorInfo, Rows, StateSource
+from operators.specs import OperatorSpec
+from operators.state.rocksdb import RocksDBPartitionState, RocksDBStateStore
 from operators.state.store import PartitionId
 from operators.state.versions import UpgradeError
 from operators.storage import Storage
@@ -58,29 +59,18 @@ async def materialize_checkpoint(
         for number, subtask in enumerate(graph.subtasks()):
             spec = graph.operators[subtask.uid]
             info = operators.get(subtask.uid)
-            positions: dict[str, dict[int, int]] = {}
-            rows: dict[PartitionId, Rows] = {}
-            for tp in graph.input_partitions(subtask):
-                pid = PartitionId(tp.topic, tp.partition)
-                if info is None or pid not in info.partitions:
-                    continue
-                offset = info.partitions[pid]
-                if offset is not None:
-                    positions.setdefault(pid.topic, {})[pid.partition] = offset
-                if pid in info.with_rows:
-                    found = await source.rows(subtask.uid, pid)
-                    try:
-                        rows[pid] = spec.state_versions.upgrade(found, info.state_schema_version)
-                    except UpgradeError as exc:
-                        raise SavepointRefusedError(
-                            f"upgrading the state of operator {subtask.uid} failed: {exc}",
-                            "Fix the upgrader, or restore with the code that wrote the state",
-                        ) from exc
-            metadata: Rows = []
-            if info is not None and info.parallelism == spec.parallelism:
-                metadata = await source.metadata(subtask.uid, subtask.index)
             folder = work_dir / f"subtask-{number}"
-            local = await asyncio.to_thread(_build, folder, checkpoint_id, rows, metadata)
+            store = await asyncio.to_thread(RocksDBStateStore.open, folder / "db")
+            try:
+                positions = await _fill(store, source, graph, subtask, spec, info)
+                if info is not None and info.parallelism == spec.parallelism:
+                    metadata = await source.metadata(subtask.uid, subtask.index)
+                    await asyncio.to_thread(_put, store.metadata(), metadata)
+                local = await asyncio.to_thread(
+                    store.take_local_checkpoint, checkpoint_id, folder / "checkpoints"
+                )
+            finally:
+                await asyncio.to_thread(store.close)
             uploaded = await snapshots.upload(local)
             subtasks[str(subtask)] = SubtaskSnapshot(
                 positions=positions,
@@ -104,14 +94,50 @@ async def materialize_checkpoint(
     return manifest, notes
 
 
-def _build(
-    folder: Path, checkpoint_id: int, rows: dict[PartitionId, Rows], metadata: Rows
-) -> LocalCheckpoint:
-    with RocksDBStateStore.open(folder / "db") as store:
-        for pid, partition_rows in rows.items():
-            handle = store.partition(pid.topic, pid.partition)
-            for key, value in partition_rows:
-                handle.put(key, value)
-        for key, value in metadata:
-            store.metadata().put(key, value)
-        return store.take_local_checkpoint(checkpoint_id, folder / "checkpoints")
+async def _fill(
+    store: RocksDBStateStore,
+    source: StateSource,
+    graph: JobGraph,
+    subtask: SubtaskId,
+    spec: OperatorSpec,
+    info: OperatorInfo | None,
+) -> dict[str, dict[int, int]]:
+    """Write the rows of every input partition ``subtask`` owns into ``store``, chunk by chunk,
+    upgraded; return their ``R_p``."""
+    positions: dict[str, dict[int, int]] = {}
+    for tp in graph.input_partitions(subtask):
+        pid = PartitionId(tp.topic, tp.partition)
+        if info is None or pid not in info.partitions:
+            continue
+        offset = info.partitions[pid]
+        if offset is not None:
+            positions.setdefault(pid.topic, {})[pid.partition] = offset
+        if pid not in info.with_rows:
+            continue
+        seen: set[bytes] = set()  # keys written, when an upgrade may move rows between chunks
+        upgrading = info.state_schema_version != spec.state_versions.current
+        handle = store.partition(pid.topic, pid.partition)
+        async for chunk in source.chunks(subtask.uid, pid):
+            rows = chunk
+            if upgrading:
+                try:
+                    rows = spec.state_versions.upgrade(chunk, info.state_schema_version)
+                except UpgradeError as exc:
+                    raise SavepointRefusedError(
+                        f"upgrading the state of operator {subtask.uid} failed: {exc}",
+                        "Fix the upgrader, or restore with the code that wrote the state",
+                    ) from exc
+                if clash := next((k for k, _ in rows if k in seen), None):
+                    raise SavepointRefusedError(
+                        f"upgrading the state of operator {subtask.uid} failed: two rows were "
+                        f"upgraded onto key {clash[:80]!r}",
+                        "Fix the upgrader, or restore with the code that wrote the state",
+                    )
+                seen.update(k for k, _ in rows)
+            await asyncio.to_thread(_put, handle, rows)
+    return positions
+
+
+def _put(handle: RocksDBPartitionState, rows: Rows) -> None:
+    for key, value in rows:
+        handle.put(key, value)

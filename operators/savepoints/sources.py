@@ -6,9 +6,9 @@
   sha256 of the manifest, and decoded (`operators.savepoints.rows`).
 
 Both answer the same questions, per operator uid: its parallelism and state version when
-taken, every input partition with its ``R_p``, the rows of one partition, and the metadata
-rows of one subtask. Writing a savepoint and restoring at another parallelism need nothing
-else. Rows of one partition are held in memory while they are moved.
+taken, every input partition with its ``R_p``, the rows of one partition (in chunks of about
+`CHUNK_BYTES`, so memory is bounded by a chunk, not by a partition), and the metadata rows of
+one subtask. Writing a savepoint and restoring at another parallelism need nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,9 +33,18 @@ from operators.state.store import PartitionId
 from operators.storage import CorruptFileError, NotFoundError, Storage, StoredFile
 from operators.storage.layout import savepoint_prefix
 
-__all__ = ["CheckpointSource", "OperatorInfo", "Rows", "SavepointSource", "StateSource"]
+__all__ = [
+    "CHUNK_BYTES",
+    "CheckpointSource",
+    "OperatorInfo",
+    "Rows",
+    "SavepointSource",
+    "StateSource",
+]
 
 Rows = list[tuple[bytes, bytes]]
+CHUNK_BYTES = 32 << 20
+"""About how many bytes of keys and values one chunk of rows holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +64,11 @@ class StateSource(Protocol):
 
     def operators(self) -> Mapping[str, OperatorInfo]: ...
 
-    async def rows(self, uid: str, partition: PartitionId) -> Rows:
-        """The rows of ``partition`` of operator ``uid``, in key order (none: empty)."""
+    def chunks(
+        self, uid: str, partition: PartitionId, chunk_bytes: int = CHUNK_BYTES
+    ) -> AsyncIterator[Rows]:
+        """The rows of ``partition`` of operator ``uid`` in key order, in chunks of about
+        ``chunk_bytes`` (a savepoint's chunks are its files); nothing when it has none."""
         ...
 
     async def metadata(self, uid: str, index: int) -> Rows:
@@ -105,11 +117,21 @@ class CheckpointSource:
         return self._operators
 
     async def rows(self, uid: str, partition: PartitionId) -> Rows:
+        """Every row of ``partition`` at once (for tests and small state)."""
+        return [row async for chunk in self.chunks(uid, partition) for row in chunk]
+
+    async def chunks(
+        self, uid: str, partition: PartitionId, chunk_bytes: int = CHUNK_BYTES
+    ) -> AsyncIterator[Rows]:
         store = self._owner.get((uid, partition))
         if store is None:
-            return []
-        handle = store.partition(partition.topic, partition.partition)
-        return await asyncio.to_thread(lambda: list(handle.items()))
+            return
+        items = store.partition(partition.topic, partition.partition).items()
+        try:
+            while chunk := await asyncio.to_thread(_take_chunk, items, chunk_bytes):
+                yield chunk
+        finally:
+            items.close()
 
     async def metadata(self, uid: str, index: int) -> Rows:
         store = self._stores.get(str(SubtaskId(uid, index)))
@@ -165,15 +187,15 @@ class SavepointSource:
         self._storage = storage
         self.manifest = manifest
         self._prefix = savepoint_prefix(manifest.name)
-        self._files: dict[tuple[str, PartitionId], RowsFile] = {}
+        self._files: dict[tuple[str, PartitionId], tuple[RowsFile, ...]] = {}
         self._operators: dict[str, OperatorInfo] = {}
         for uid, state in manifest.operators.items():
             partitions: dict[PartitionId, int | None] = {}
             for entry in state.partitions:
                 pid = PartitionId(entry.topic, entry.partition)
                 partitions[pid] = entry.offset
-                if entry.file is not None:
-                    self._files[uid, pid] = entry.file
+                if entry.chunks():
+                    self._files[uid, pid] = entry.chunks()
             self._operators[uid] = OperatorInfo(
                 parallelism=state.parallelism,
                 state_schema_version=state.state_schema_version,
@@ -185,8 +207,14 @@ class SavepointSource:
         return self._operators
 
     async def rows(self, uid: str, partition: PartitionId) -> Rows:
-        file = self._files.get((uid, partition))
-        return [] if file is None else await self._read(file)
+        """Every row of ``partition`` at once (for tests and small state)."""
+        return [row async for chunk in self.chunks(uid, partition) for row in chunk]
+
+    async def chunks(
+        self, uid: str, partition: PartitionId, chunk_bytes: int = CHUNK_BYTES
+    ) -> AsyncIterator[Rows]:
+        for file in self._files.get((uid, partition), ()):
+            yield await self._read(file)
 
     async def metadata(self, uid: str, index: int) -> Rows:
         for entry in self.manifest.operators[uid].metadata:
@@ -206,3 +234,15 @@ class SavepointSource:
                 what, "its size or sha256 differ from the manifest"
             ) from exc
         return list(decode_rows(data, what=what))
+
+
+def _take_chunk(items: Iterator[tuple[bytes, bytes]], chunk_bytes: int) -> Rows:
+    """The next rows of ``items`` up to about ``chunk_bytes`` (at least one row, if any)."""
+    chunk: Rows = []
+    size = 0
+    for key, value in items:
+        chunk.append((key, value))
+        size += len(key) + len(value) + 8
+        if size >= chunk_bytes:
+            break
+    return chunk

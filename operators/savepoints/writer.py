@@ -5,9 +5,10 @@ format, under the savepoint's own prefix.
 
 1. refuse a name that a savepoint already has; remove the files of an incomplete one (a
    writer that died before its manifest);
-2. per operator uid, per input partition with rows: encode the rows
-   (`operators.savepoints.rows`) and store them as ``savepoints/<name>/data/<i>``; then each
-   subtask's metadata rows the same way; report progress after every file;
+2. per operator uid, per input partition with rows: encode the rows in chunks of about
+   ``chunk_bytes`` (`operators.savepoints.rows`; memory is bounded by a chunk) and store each
+   as ``savepoints/<name>/data/<i>``; then each subtask's metadata rows the same way; report
+   progress after every partition;
 3. commit ``_savepoint.json`` with create-if-absent: only now is the savepoint restorable.
 
 Nothing is shared with checkpoints: every byte is written anew, so checkpoint retention
@@ -30,7 +31,7 @@ from operators.savepoints.manifest import (
     SubtaskMetadata,
 )
 from operators.savepoints.rows import encode_rows
-from operators.savepoints.sources import StateSource
+from operators.savepoints.sources import CHUNK_BYTES, StateSource
 from operators.savepoints.store import SavepointStore
 from operators.storage import Storage
 from operators.storage.layout import savepoint_prefix
@@ -59,6 +60,7 @@ async def write_savepoint(
     from_checkpoint: int,
     attempt: int,
     on_progress: Callable[[SavepointProgress], None] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> SavepointManifest:
     """Write savepoint ``name`` from ``source``; steps in the module docstring."""
     store = SavepointStore(storage)
@@ -87,17 +89,21 @@ async def write_savepoint(
     for uid, info in sorted(operators.items()):
         partitions: list[PartitionRows] = []
         for pid, offset in sorted(info.partitions.items()):
-            rows = await source.rows(uid, pid) if pid in info.with_rows else []
-            file = await put(rows) if rows else None
+            files: list[RowsFile] = []
+            count = 0
+            if pid in info.with_rows:
+                async for chunk in source.chunks(uid, pid, chunk_bytes):
+                    files.append(await put(chunk))
+                    count += len(chunk)
             partitions.append(
                 PartitionRows(
                     topic=pid.topic, partition=pid.partition, offset=offset,
-                    rows=len(rows), file=file,
+                    rows=count, files=tuple(files),
                 )
             )  # fmt: skip
             if pid in info.with_rows:
                 done += 1
-                rows_written += len(rows)
+                rows_written += count
                 if on_progress is not None:
                     on_progress(SavepointProgress(done, total, rows_written, bytes_written))
         metadata: list[SubtaskMetadata] = []

@@ -313,3 +313,39 @@ async def test_any_chain_of_rescales_keeps_every_row_and_offset(
         }
         for s in final_graph.subtasks()
     }
+
+
+async def test_large_partitions_are_split_over_files_and_restored_whole(
+    storage: Storage, tmp_path: Path
+) -> None:
+    checkpoint = await checkpoint_of(storage, graph(2), tmp_path / "build")
+    async with await CheckpointSource.open(storage, checkpoint, tmp_path / "read") as source:
+        await write_savepoint(storage, source, name="small", pipeline="counts",
+                              from_checkpoint=1, attempt=1, chunk_bytes=40)  # fmt: skip
+    manifest = await SavepointStore(storage).load("small")
+    partition = manifest.operators["counter"].partitions[0]
+    assert partition.file is None
+    assert len(partition.files) == 3  # five rows of 24 bytes, two in each 40-byte chunk
+    assert partition.rows == 5
+    restored, _ = await materialize_checkpoint(
+        storage, SavepointSource(storage, manifest), graph(3), checkpoint_id=2, attempt=2,
+        work_dir=tmp_path / "m",
+    )  # fmt: skip
+    assert await state_of(storage, restored, tmp_path / "r") == {
+        f"counter#{i}": {p: expected_rows(p) for p in (2 * i, 2 * i + 1)} for i in range(3)
+    }
+
+
+async def test_an_upgrade_that_moves_rows_onto_one_key_across_chunks_is_refused(
+    storage: Storage, tmp_path: Path
+) -> None:
+    checkpoint = await checkpoint_of(storage, graph(1), tmp_path / "build")
+    async with await CheckpointSource.open(storage, checkpoint, tmp_path / "read") as source:
+        await write_savepoint(storage, source, name="sp", pipeline="counts",
+                              from_checkpoint=1, attempt=1, chunk_bytes=1)  # fmt: skip
+    squash = StateVersions.of(2, {1: lambda key, value: (b"same", value)})
+    with pytest.raises(SavepointRefusedError, match="onto key b'same'"):
+        await materialize_checkpoint(
+            storage, SavepointSource(storage, await SavepointStore(storage).load("sp")),
+            graph(1, squash), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m",
+        )  # fmt: skip

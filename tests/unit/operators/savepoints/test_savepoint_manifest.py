@@ -160,3 +160,20 @@ def test_a_newer_format_is_refused_with_what_to_do() -> None:
     with pytest.raises(SavepointRefusedError, match="newer than this build") as raised:
         _parse(raw)
     assert "sluicegate version that wrote it" in raised.value.what_to_do
+
+
+def test_version_1_one_file_and_version_2_chunks_both_read_but_never_together() -> None:
+    raw = _raw()
+    entry = raw["operators"]["counter"]["partitions"][0]
+    del entry["files"]
+    raw["format_version"] = 1
+    v1 = _parse(raw).operators["counter"].partitions[0]
+    assert [f.path for f in v1.chunks()] == ["data/0"]
+    raw = _raw()
+    entry = raw["operators"]["counter"]["partitions"][0]
+    entry["files"], entry["file"] = [entry["file"], {**entry["file"], "path": "data/5"}], None
+    v2 = _parse(raw).operators["counter"].partitions[0]
+    assert [f.path for f in v2.chunks()] == ["data/0", "data/5"]
+    entry["file"] = dict(entry["files"][0], path="data/6")
+    with pytest.raises(CorruptSavepointError, match="both file and files"):
+        _parse(raw)
