@@ -36,6 +36,7 @@ bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.agent_steps
 	$(RUN) python -m bench.incremental_upload
 	$(RUN) python -m bench.profile_wordcount
+	$(RUN) python -m bench.savepoint_cost
 
 lint: sync
 	$(RUN) ruff check .
