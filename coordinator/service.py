@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 from coordinator.adoption import Adopt, Wait, decide_adoption
 from coordinator.assignment import (
@@ -56,16 +55,18 @@ from coordinator.checkpoints import (
     CommitManifest,
     StorageBackoff,
 )
+from coordinator.housekeeping import Housekeeping
+from coordinator.incidents import Failure, RecentAbort
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
 from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attempt
 from coordinator.options import CoordinatorOptions
 from coordinator.restart import GiveUp
-from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
+from coordinator.restore_choice import CannotRestore, choose_restore
 from coordinator.retirement import RetireGate
 from coordinator.savepoints.driver import SavepointDriver
 from coordinator.savepoints.requests import SavepointRequest
-from coordinator.savepoints.restoring import already_restored, prepare_restore
+from coordinator.savepoints.restoring import already_restored
 from coordinator.source_offsets import SourceOffsets
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
@@ -88,28 +89,11 @@ from operators.runtime.control import CoordinatorLink
 from operators.runtime.kafka_control import KafkaCoordinatorLink
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
-from operators.savepoints import SavepointError
 from operators.storage import AlreadyExistsError, Storage, StorageError
 
 __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """The last failure the coordinator saw: ``subtask`` names the failed subtask, if one."""
-
-    reason: str
-    subtask: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RecentAbort:
-    checkpoint_id: int
-    attempt: int
-    reason: str
-    at: float
 
 
 class Coordinator:
@@ -149,7 +133,9 @@ class Coordinator:
         self._restart = self.settings.restart_policy
         self._recover_at: float | None = None
         self._offsets: SourceOffsets | None = None
-        self._last_audit: AuditReport | None = None
+        self._housekeeping = Housekeeping(
+            storage, keep=self.settings.keep_checkpoints, audit_every=self.settings.audit_every
+        )
         self._storage_backoff = StorageBackoff()
         self._adoption: tuple[int, dict[str, tuple[str, ...]], float] | None = None
         """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
@@ -335,7 +321,10 @@ class Coordinator:
         self.savepoints.on_completed(manifest)
         if self._offsets is not None:
             await self._offsets.commit(manifest)
-        await self._clean_up()
+        pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
+        await self._housekeeping.after_completed(
+            self.stats.completed, pinned=(*pinned, *self.savepoints.pinned())
+        )
         await self._rebalance(now)
 
     async def _commit(
@@ -362,19 +351,6 @@ class Coordinator:
             await self._abort(abort)
         return None
 
-    async def _clean_up(self) -> None:
-        """Retention, and every ``audit_every`` checkpoints an orphan audit; a storage failure
-        here only postpones them to the next completed checkpoint."""
-        # No checkpoint is in flight until this returns: retention may delete safely.
-        pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
-        pinned = (*pinned, *self.savepoints.pinned())
-        try:
-            await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
-            if self.stats.completed % self.settings.audit_every == 0:
-                await self._collect_orphans()
-        except StorageError as exc:
-            logger.warning("retention postponed: checkpoint storage failed: %s", exc)
-
     async def _rebalance(self, now: float) -> None:
         """Reassign when the live workers call for another plan (a worker joined): through
         recovery from the checkpoint that just completed, with no restart delay (nothing
@@ -392,15 +368,6 @@ class Coordinator:
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
         self._recover_at = now
-
-    async def _collect_orphans(self) -> None:
-        """Delete what two audits with a completed checkpoint between them found orphaned
-        (uploads of checkpoints that never completed, leftovers of a crash)."""
-        report = await audit(self.storage, previous=self._last_audit)
-        deleted = await delete_orphans(self.storage, report.deletable)
-        if deleted:
-            logger.info("deleted %s orphaned files from checkpoint storage", len(deleted))
-        self._last_audit = report
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
@@ -563,44 +530,22 @@ class Coordinator:
         slots = self._retiring.ready(alive, now)
         if slots is None or sum(slots.values()) < len(self._subtasks):
             return
-        found = await self.manifests.find_latest()
-        for lost in found.lost:
-            logger.warning(
-                "checkpoint %s is corrupt: it completed but %s; falling back to checkpoint %s",
-                lost.checkpoint_id, lost.reason,
-                found.manifest.checkpoint_id if found.manifest else None,
-            )  # fmt: skip
-            self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
-            await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
-        latest = found.manifest
-        if latest is None and found.any_completed and self.settings.from_savepoint is None:
-            logger.error(
-                "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
-                "(that would reprocess all input). Restore from a savepoint or clear the "
-                "checkpoint storage and the sink-progress topic to start afresh",
-                self.graph.name,
-            )
+
+        def fell_back() -> None:
+            self.restore_fallbacks += 1
+
+        choice = await choose_restore(
+            self.storage, self.graph, self._subtasks, attempt=self.attempt,
+            options=self.settings, on_fallback=fell_back,
+        )  # fmt: skip
+        if isinstance(choice, CannotRestore):
+            self.failure = Failure(choice.reason)
+            logger.error("pipeline %s: %s", self.graph.name, choice.reason)
             self.job.apply(JobEvent.FATAL)
             return
-        try:
-            restored = await prepare_restore(
-                self.storage, self.graph, latest, attempt=self.attempt,
-                from_savepoint=self.settings.from_savepoint,
-                allow_non_restored=self.settings.allow_non_restored_state,
-            )  # fmt: skip
-        except SavepointError as exc:
-            self.failure = Failure(str(exc))
-            logger.error("pipeline %s: cannot restore: %s", self.graph.name, exc)
-            self.job.apply(JobEvent.FATAL)
-            return
-        if restored is not latest:  # a new checkpoint: its id is used now
-            latest = restored
+        latest = choice.manifest
+        if choice.materialised:  # a new checkpoint: its id is used now
             self.tracker = await self._tracker_for(self.attempt)
-        if latest is not None and (mismatch := latest.shape_mismatch(self._subtasks)):
-            self.failure = Failure(mismatch)
-            logger.error("pipeline %s: %s", self.graph.name, mismatch)
-            self.job.apply(JobEvent.FATAL)
-            return
         if self._previous is None:
             self._previous = await load_assignment(self.storage)
         assignment = plan_assignment(self._subtasks, slots, self._previous)
