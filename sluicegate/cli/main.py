@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from coordinator.config import CoordinatorSettings
 from coordinator.job_state import JobState
@@ -37,6 +38,10 @@ from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+
+if TYPE_CHECKING:
+    from operators.runtime.loop_health import LoopHealth
+    from operators.runtime.worker import Worker
 
 __all__ = ["main"]
 
@@ -123,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
         "default: $SLUICEGATE_METRICS_PORT, else no metrics server",
     )
     worker.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    worker.add_argument(
+        "--health-stale-seconds",
+        type=float,
+        default=30.0,
+        help="/healthz on the metrics port answers 503 once the worker's event loop has not "
+        "turned for this long (default 30)",
+    )
     worker.set_defaults(run=_worker)
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
@@ -293,6 +305,7 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from operators.runtime.loop_health import LoopHealth
     from operators.runtime.metrics_server import MetricsServer
     from operators.runtime.worker import Worker
     from operators.storage import open_storage
@@ -312,13 +325,24 @@ def _worker(args: argparse.Namespace) -> int:
         retire_seconds=args.retire_seconds,
     )
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
-    metrics = None if port is None else MetricsServer.start(args.metrics_host, port)
+    health = LoopHealth(stale_after_seconds=args.health_stale_seconds)
+    metrics = None if port is None else MetricsServer.start(args.metrics_host, port, health=health)
     try:
-        asyncio.run(worker.run())
+        asyncio.run(_run_worker(worker, health))
     finally:
         if metrics is not None:
             metrics.stop()
     return 0
+
+
+async def _run_worker(worker: Worker, health: LoopHealth) -> None:
+    """Run ``worker`` with ``health`` marking its event loop's turns (``/healthz``)."""
+    ticks = asyncio.create_task(health.run())
+    try:
+        await worker.run()
+    finally:
+        ticks.cancel()
+        await asyncio.gather(ticks, return_exceptions=True)
 
 
 def _up(args: argparse.Namespace) -> int:
