@@ -12,6 +12,7 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person; exit 1 saying why when the agent's events show no such run, or a run that is
   not waiting (``--force`` writes the decision unchecked).
+* ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
 """
@@ -35,6 +36,7 @@ from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
@@ -184,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
         decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
+
+    register_deploy_commands(commands)
 
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--runs", type=int, default=60, help="how many refund requests")
