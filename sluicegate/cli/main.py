@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument("--port", type=int, default=9092, help="client port (0: any free port)")
     kafka.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address clients connect to (default 127.0.0.1; another exposes the broker, "
+        "which has no authentication, to that network)",
+    )
+    kafka.add_argument(
         "--controller-port",
         type=int,
         default=0,
@@ -244,6 +250,7 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         auto_create_topics=args.auto_create_topics,
         kafka_home=settings.kafka_home,
+        host=args.host,
     )
     try:
         broker.start()

@@ -80,11 +80,18 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def server_properties(
-    *, port: int, controller_port: int, log_dir: Path, auto_create_topics: bool = False
+    *,
+    port: int,
+    controller_port: int,
+    log_dir: Path,
+    auto_create_topics: bool = False,
+    host: str = "127.0.0.1",
 ) -> str:
-    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in."""
+    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in; clients
+    connect on ``host`` (the controller listens on 127.0.0.1 only)."""
     template = string.Template((broker_resources() / "server.properties").read_text())
     return template.substitute(
+        host=host,
         port=port,
         controller_port=controller_port,
         log_dir=log_dir,
@@ -115,6 +122,9 @@ class DevBroker:
     temporary folder removed on `stop`; with one, the data is kept and reused on the next start.
     ``auto_create_topics``: producing to a topic nobody created creates it (one partition), for
     experiments with kcat; off by default, since it races the coordinator's own topic creation.
+    ``host``: the address clients connect to, listened on and advertised (default 127.0.0.1;
+    another, such as a network namespace's own address, makes the broker reachable from other
+    hosts: it has no authentication).
     """
 
     def __init__(
@@ -127,7 +137,9 @@ class DevBroker:
         heap: str = "512m",
         ready_timeout_s: float = 90.0,
         auto_create_topics: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host
         self.port = port or free_port()
         self.auto_create_topics = auto_create_topics
         self._given_controller_port = controller_port
@@ -143,8 +155,8 @@ class DevBroker:
 
     @property
     def bootstrap(self) -> str:
-        """The address clients connect to: ``127.0.0.1:<port>``."""
-        return f"127.0.0.1:{self.port}"
+        """The address clients connect to: ``<host>:<port>`` (``127.0.0.1:<port>``)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -262,14 +274,14 @@ class DevBroker:
         self.stop()
 
     def _check_port_free(self) -> None:
-        ports = [(self.port, "--port")]
+        ports = [(self.host, self.port, "--port")]
         if self._given_controller_port:
-            ports.append((self._given_controller_port, "--controller-port"))
-        for port, option in ports:
+            ports.append(("127.0.0.1", self._given_controller_port, "--controller-port"))
+        for host, port, option in ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                if sock.connect_ex((host, port)) == 0:
                     raise BrokerStartError(
-                        f"port {port} on 127.0.0.1 is already in use: stop what listens there "
+                        f"port {port} on {host} is already in use: stop what listens there "
                         f"or pass another {option}"
                     )
 
@@ -284,6 +296,7 @@ class DevBroker:
                 controller_port=self.controller_port,
                 log_dir=data_dir / "log",
                 auto_create_topics=self.auto_create_topics,
+                host=self.host,
             )
         )
         return config
