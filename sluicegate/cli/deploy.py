@@ -4,6 +4,14 @@
         --image registry/sluicegate:0.1.0 --kafka-bootstrap kafka:9092 \\
         --storage-url s3://bucket/prefix | kubectl apply -f -
 
+The upgrade runbook's steps (``deploy/k8s/upgrade.sh``, docs/deploy.md) read the coordinator's
+Deployment (``kubectl get deploy sluicegate-coordinator -o json``) on stdin:
+
+* ``sluicegate deploy savepoint-pod --savepoint NAME``: the Pod that takes a stop-with-savepoint
+  with the running (old) version, once;
+* ``sluicegate deploy restore-patch --savepoint NAME --image IMAGE``: the JSON patch that starts
+  the new image from that savepoint.
+
 The pipeline is imported here to count its subtasks: each worker gets enough ``--slots`` for
 the others to host every subtask while one is down (`sluicegate.deploy.slots_for`), unless
 ``--slots`` says otherwise; too few slots in all is refused. The Secret ``sluicegate-secrets``
@@ -13,8 +21,10 @@ is not rendered (docs/deploy.md says what it holds).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from operators.exceptions import ConfigError
 
@@ -56,6 +66,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     render.add_argument("--output", "-o", type=Path, default=None, help="write here, not stdout")
     render.set_defaults(run=_render)
 
+    pod = commands.add_parser(
+        "savepoint-pod",
+        help="a Pod taking stop-with-savepoint, from the coordinator Deployment on stdin",
+    )
+    pod.add_argument("--savepoint", required=True, help="the savepoint's name")
+    pod.set_defaults(run=_savepoint_pod)
+    patch = commands.add_parser(
+        "restore-patch",
+        help="a JSON patch of the coordinator Deployment on stdin: new image, from a savepoint",
+    )
+    patch.add_argument("--savepoint", required=True, help="the savepoint's name")
+    patch.add_argument("--image", required=True, help="the new image, with a pinned tag")
+    patch.set_defaults(run=_restore_patch)
+
 
 def _render(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
@@ -93,4 +117,31 @@ def _render(args: argparse.Namespace) -> int:
             f"cannot host all {subtasks} subtasks; the job waits for the worker to return",
             file=sys.stderr,
         )
+    return 0
+
+
+def _read_deployment() -> dict[str, Any]:
+    import yaml
+
+    deployment = yaml.safe_load(sys.stdin.read())  # JSON is YAML too
+    if not isinstance(deployment, dict) or deployment.get("kind") != "Deployment":
+        raise ConfigError(
+            "stdin", "expected the coordinator's Deployment (kubectl get deploy ... -o json)"
+        )
+    return deployment
+
+
+def _savepoint_pod(args: argparse.Namespace) -> int:
+    from sluicegate.deploy import to_yaml
+    from sluicegate.deploy.upgrade import savepoint_pod
+
+    sys.stdout.write(to_yaml([savepoint_pod(_read_deployment(), savepoint=args.savepoint)]))
+    return 0
+
+
+def _restore_patch(args: argparse.Namespace) -> int:
+    from sluicegate.deploy.upgrade import restore_patch
+
+    patch = restore_patch(_read_deployment(), image=args.image, savepoint=args.savepoint)
+    print(json.dumps(patch))
     return 0
