@@ -1,9 +1,9 @@
 """Building the kustomizations of ``deploy/k8s`` with a real kustomize, and what tests share.
 
-kustomize is found as ``$SLUICEGATE_KUSTOMIZE``, in the cache ``.ci/install-kustomize`` builds
-into, or on PATH; else that script is run (it builds it from the Go module proxy), and only if
-that fails do the tests skip, saying why (or fail, with ``SLUICEGATE_REQUIRE_KUSTOMIZE=1``, as
-in CI).
+kustomize is found as ``$SLUICEGATE_KUSTOMIZE`` or on PATH; else ``.ci/install-kustomize`` is
+run (it finds the binary it built before in its cache, or builds it from the Go module proxy);
+else ``kubectl kustomize`` (the same kustomize, built into kubectl). Only if none works do the
+tests skip, saying why (or fail, with ``SLUICEGATE_REQUIRE_KUSTOMIZE=1``, as in CI).
 """
 
 from __future__ import annotations
@@ -26,40 +26,42 @@ Manifest = dict[str, Any]
 
 
 @functools.cache
-def _find() -> tuple[str | None, str]:
-    """The kustomize binary, or None and why not."""
-    given = os.environ.get("SLUICEGATE_KUSTOMIZE")
+def _find() -> tuple[tuple[str, ...] | None, str]:
+    """The command that builds a kustomization (its folder appended), or None and why not."""
+    given = os.environ.get("SLUICEGATE_KUSTOMIZE") or shutil.which("kustomize")
     if given:
-        return given, ""
-    on_path = shutil.which("kustomize")
-    if on_path is not None:
-        return on_path, ""
+        return (given, "build"), ""
     try:
         done = subprocess.run(
             ["bash", str(INSTALL)], capture_output=True, text=True, timeout=900, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{INSTALL.name} could not run: {exc}"
-    if done.returncode == 0 and done.stdout.strip():
-        return done.stdout.strip().splitlines()[-1], ""
-    return None, f"{INSTALL.name} failed: {done.stderr.strip()[-500:]}"
+        why = f"{INSTALL.name} could not run: {exc}"
+    else:
+        if done.returncode == 0 and done.stdout.strip():
+            return (done.stdout.strip().splitlines()[-1], "build"), ""
+        why = f"{INSTALL.name} failed: {done.stderr.strip()[-500:]}"
+    kubectl = shutil.which("kubectl")
+    if kubectl is not None:
+        return (kubectl, "kustomize"), ""
+    return None, why
 
 
-def kustomize() -> str:
-    """The kustomize binary; skips (or fails where required) when it cannot be had."""
-    binary, why = _find()
-    if binary is None:
+def kustomize() -> tuple[str, ...]:
+    """The build command; skips (or fails where required) when there is none."""
+    command, why = _find()
+    if command is None:
         message = f"kustomize is not installed and cannot be built here ({why})"
         if os.environ.get("SLUICEGATE_REQUIRE_KUSTOMIZE"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    return binary
+    return command
 
 
 @functools.cache
 def _build(folder: str) -> tuple[Manifest, ...]:
     done = subprocess.run(
-        [kustomize(), "build", str(K8S / folder)],
+        [*kustomize(), str(K8S / folder)],
         capture_output=True,
         text=True,
         timeout=120,
