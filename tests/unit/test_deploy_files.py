@@ -264,3 +264,15 @@ def test_the_image_copies_every_package_the_wheel_ships() -> None:
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     missing = [p for p in packages if f"COPY {p} ./{p}" not in dockerfile]
     assert missing == []
+
+
+def test_the_image_copies_every_folder_the_wheel_force_includes() -> None:
+    """The wheel carries deploy/kafka (the dev broker) and deploy/k8s (`deploy render`): the
+    image's build installs the wheel, which fails on a folder the Dockerfile left out."""
+    included = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]["force-include"]
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert set(included) >= {"deploy/kafka", "deploy/k8s"}
+    missing = [folder for folder in included if f"COPY {folder} ./{folder}" not in dockerfile]
+    assert missing == []
