@@ -59,6 +59,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL (credentials: the Secret)",
     )
     render.add_argument(
+        "--kafka-sasl-mechanism",
+        default=None,
+        choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+        help="with a SASL protocol",
+    )
+    render.add_argument(
+        "--kafka-tls-ca",
+        action="store_true",
+        help="trust the CA in the Secret sluicegate-kafka-tls (ca.crt), not the system's",
+    )
+    render.add_argument(
         "--monitoring",
         action="store_true",
         help="add the PodMonitor and PrometheusRule (Prometheus Operator)",
@@ -104,6 +115,8 @@ def _render(args: argparse.Namespace) -> int:
         region=args.region,
         s3_endpoint=args.s3_endpoint,
         kafka_security_protocol=args.kafka_security_protocol,
+        kafka_sasl_mechanism=args.kafka_sasl_mechanism,
+        kafka_tls_ca=args.kafka_tls_ca,
         monitoring=args.monitoring,
     )
     text = to_yaml(render(options))

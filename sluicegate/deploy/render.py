@@ -26,11 +26,21 @@ import yaml
 from operators.exceptions import ConfigError
 from sluicegate.deploy.manifests import BASE_FILES, MONITORING_FILES, Manifest, load
 
-__all__ = ["CONFIG_NAME", "WORKERS_NAME", "RenderOptions", "render", "slots_for", "to_yaml"]
+__all__ = [
+    "CONFIG_NAME",
+    "KAFKA_CA_FILE",
+    "WORKERS_NAME",
+    "RenderOptions",
+    "render",
+    "slots_for",
+    "to_yaml",
+]
 
 CONFIG_NAME = "sluicegate-config"
 WORKERS_NAME = "sluicegate-worker"
 _IMAGE_NAME = "sluicegate"
+KAFKA_CA_FILE = "/etc/sluicegate/kafka-tls/ca.crt"
+"""Where the pods mount ``ca.crt`` of the Secret ``sluicegate-kafka-tls``."""
 _SLOTS_FLAG = "--slots="
 
 
@@ -53,8 +63,13 @@ class RenderOptions:
     s3_endpoint: str | None = None
     """An S3-compatible server (MinIO, Ceph...); None: AWS S3."""
     kafka_security_protocol: str = "PLAINTEXT"
-    """PLACEHOLDER (issue 13): the Kafka client's security protocol; its setting's name is
-    ``SLUICEGATE_KAFKA_SECURITY_PROTOCOL`` until the security work names it."""
+    """``SLUICEGATE_KAFKA_SECURITY_PROTOCOL``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+    kafka_sasl_mechanism: str | None = None
+    """``SLUICEGATE_KAFKA_SASL_MECHANISM``, with a SASL protocol only (the user and password
+    come from the Secret)."""
+    kafka_tls_ca: bool = False
+    """Trust the CA in the Secret ``sluicegate-kafka-tls`` (``SLUICEGATE_KAFKA_SSL_CAFILE``)
+    instead of the system's."""
     monitoring: bool = False
     """Add the PodMonitor and PrometheusRule (needs the Prometheus Operator's CRDs)."""
 
@@ -69,6 +84,15 @@ class RenderOptions:
                 f"{self.storage_url!r}: pods on different nodes share checkpoints only through "
                 "S3 or an S3-compatible store (s3://bucket/prefix)",
             )
+        sasl = self.kafka_security_protocol.startswith("SASL_")
+        if sasl != (self.kafka_sasl_mechanism is not None):
+            raise ConfigError(
+                "--kafka-sasl-mechanism",
+                f"{self.kafka_sasl_mechanism} with {self.kafka_security_protocol}: a SASL "
+                "protocol needs a mechanism, and a mechanism needs a SASL protocol",
+            )
+        if self.kafka_tls_ca and self.kafka_security_protocol not in {"SSL", "SASL_SSL"}:
+            raise ConfigError("--kafka-tls-ca", f"{self.kafka_security_protocol} has no TLS")
         if ":" not in self.image.rsplit("/", 1)[-1] and "@" not in self.image:
             raise ConfigError("--image", f"{self.image!r}: pin a tag or a digest")
 
@@ -120,6 +144,10 @@ def _config(options: RenderOptions) -> dict[str, str]:
         "AWS_REGION": options.region,
         "SLUICEGATE_KAFKA_SECURITY_PROTOCOL": options.kafka_security_protocol,
     }
+    if options.kafka_sasl_mechanism is not None:
+        values["SLUICEGATE_KAFKA_SASL_MECHANISM"] = options.kafka_sasl_mechanism
+    if options.kafka_tls_ca:
+        values["SLUICEGATE_KAFKA_SSL_CAFILE"] = KAFKA_CA_FILE
     if options.s3_endpoint is not None:
         values["AWS_ENDPOINT_URL"] = options.s3_endpoint
         if options.s3_endpoint.startswith("http://"):

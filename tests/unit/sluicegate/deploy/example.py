@@ -15,5 +15,7 @@ EXAMPLE = RenderOptions(
     namespace="sluicegate",
     region="eu-west-1",
     kafka_security_protocol="SASL_SSL",
+    kafka_sasl_mechanism="SCRAM-SHA-512",
+    kafka_tls_ca=True,
     monitoring=True,
 )

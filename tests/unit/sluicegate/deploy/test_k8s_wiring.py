@@ -22,8 +22,8 @@ from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, build, find
 
 PLACEHOLDERS = {
-    # Issue 13 (security) names these; until its Kafka settings land, they are placeholders
-    # the application ignores. Align at merge (docs/deploy.md lists them).
+    # Issue 13 (security): the names of its KafkaSettings (SLUICEGATE_KAFKA_*) and API token
+    # file as on its branch; until it lands, sluicegate ignores them (docs/deploy.md).
     "SLUICEGATE_KAFKA_SECURITY_PROTOCOL",
     "SLUICEGATE_KAFKA_SASL_MECHANISM",
     "SLUICEGATE_KAFKA_SASL_USERNAME",
@@ -216,3 +216,23 @@ def test_prometheus_finds_every_pod_on_a_named_port(objects: list[Manifest]) -> 
         assert _selects(selector, pod["metadata"]["labels"])
         ports = {p["name"] for p in _container(workload)["ports"]}
         assert ports & endpoints, workload["metadata"]["name"]
+
+
+@pytest.mark.parametrize("source", ["base", "overlays/example", "render"])
+def test_kafka_security_settings_are_consistent(source: str) -> None:
+    """As issue 13's KafkaSettings checks at start: a SASL protocol has a mechanism and only
+    then; a CA file only with TLS, and every pod mounts it from the Secret it names."""
+    objects = render(EXAMPLE) if source == "render" else build(source)
+    data = find(objects, "ConfigMap", "sluicegate-config")["data"]
+    protocol = data["SLUICEGATE_KAFKA_SECURITY_PROTOCOL"]
+    assert protocol in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+    assert protocol.startswith("SASL_") == ("SLUICEGATE_KAFKA_SASL_MECHANISM" in data)
+    cafile = data.get("SLUICEGATE_KAFKA_SSL_CAFILE")
+    if cafile is None:
+        return
+    assert protocol in {"SSL", "SASL_SSL"}
+    for workload in _workloads(objects):
+        container = _container(workload)
+        volumes = {v["name"]: v for v in _pod(workload)["spec"]["volumes"]}
+        [mount] = [m for m in container["volumeMounts"] if cafile.startswith(m["mountPath"] + "/")]
+        assert volumes[mount["name"]]["secret"]["secretName"] == "sluicegate-kafka-tls"

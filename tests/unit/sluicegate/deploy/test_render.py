@@ -49,6 +49,7 @@ def test_the_flags_in_the_overlay_s_comment_render_the_example() -> None:
         EXAMPLE.storage_url,
     )
     assert (args.region, args.kafka_security_protocol) == (EXAMPLE.region, "SASL_SSL")
+    assert (args.kafka_sasl_mechanism, args.kafka_tls_ca) == ("SCRAM-SHA-512", True)
     assert args.monitoring
 
 
@@ -69,6 +70,14 @@ def test_options_refuse_what_cannot_work() -> None:
     with pytest.raises(ConfigError, match="pin"):
         dataclasses.replace(EXAMPLE, image="registry.example.com:5000/sluicegate")
     dataclasses.replace(EXAMPLE, image="registry.example.com:5000/sluicegate@sha256:" + "0" * 64)
+    # As issue 13's KafkaSettings refuses them at start: a SASL protocol without a mechanism,
+    # a mechanism without SASL, a CA without TLS.
+    with pytest.raises(ConfigError, match="mechanism"):
+        dataclasses.replace(EXAMPLE, kafka_sasl_mechanism=None)
+    with pytest.raises(ConfigError, match="mechanism"):
+        dataclasses.replace(EXAMPLE, kafka_security_protocol="SSL")
+    with pytest.raises(ConfigError, match="--kafka-tls-ca"):
+        dataclasses.replace(EXAMPLE, kafka_security_protocol="PLAINTEXT", kafka_sasl_mechanism=None)
 
 
 def test_an_s3_compatible_endpoint_over_http_is_allowed_explicitly() -> None:
