@@ -247,10 +247,10 @@ def _dev_kafka(args: argparse.Namespace) -> int:
     broker = DevBroker(
         port=args.port,
         controller_port=args.controller_port,
+        host=args.host,
         data_dir=args.data_dir,
         auto_create_topics=args.auto_create_topics,
         kafka_home=settings.kafka_home,
-        host=args.host,
     )
     try:
         broker.start()

@@ -32,7 +32,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sluicegate.devkafka.exceptions import BrokerStartError
 from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
 
-__all__ = ["DevBroker", "free_port", "new_cluster_id", "server_properties", "wait_until_ready"]
+__all__ = [
+    "DevBroker",
+    "free_port",
+    "new_cluster_id",
+    "on_host",
+    "server_properties",
+    "wait_until_ready",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,23 +87,22 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def server_properties(
-    *,
-    port: int,
-    controller_port: int,
-    log_dir: Path,
-    auto_create_topics: bool = False,
-    host: str = "127.0.0.1",
+    *, port: int, controller_port: int, log_dir: Path, auto_create_topics: bool = False
 ) -> str:
-    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in; clients
-    connect on ``host`` (the controller listens on 127.0.0.1 only)."""
+    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in."""
     template = string.Template((broker_resources() / "server.properties").read_text())
     return template.substitute(
-        host=host,
         port=port,
         controller_port=controller_port,
         log_dir=log_dir,
         auto_create_topics=str(auto_create_topics).lower(),
     )
+
+
+def on_host(properties: str, host: str, port: int) -> str:
+    """``properties`` with the PLAINTEXT client listener on ``host`` instead of 127.0.0.1,
+    listened on and advertised; every other listener (the controller's) stays where it is."""
+    return properties.replace(f"PLAINTEXT://127.0.0.1:{port}", f"PLAINTEXT://{host}:{port}")
 
 
 def _die_with_parent() -> None:
@@ -120,26 +126,25 @@ class DevBroker:
     ``port=0`` picks a free port; ``controller_port=0`` (the default) a free port for the
     KRaft controller listener at each start. Without ``data_dir`` the broker's data lives in a
     temporary folder removed on `stop`; with one, the data is kept and reused on the next start.
+    ``host``: the address clients connect to, listened on and advertised instead of 127.0.0.1
+    (a network namespace's own address, so that other hosts reach it; there is no
+    authentication), the controller still on loopback.
     ``auto_create_topics``: producing to a topic nobody created creates it (one partition), for
     experiments with kcat; off by default, since it races the coordinator's own topic creation.
-    ``host``: the address clients connect to, listened on and advertised (default 127.0.0.1;
-    another, such as a network namespace's own address, makes the broker reachable from other
-    hosts: it has no authentication).
     """
 
     def __init__(
         self,
         *,
         port: int = 9092,
+        host: str = "127.0.0.1",
         controller_port: int = 0,
         data_dir: Path | None = None,
         kafka_home: Path | None = None,
         heap: str = "512m",
         ready_timeout_s: float = 90.0,
         auto_create_topics: bool = False,
-        host: str = "127.0.0.1",
     ) -> None:
-        self.host = host
         self.port = port or free_port()
         self.auto_create_topics = auto_create_topics
         self._given_controller_port = controller_port
@@ -148,6 +153,7 @@ class DevBroker:
         self._given_data_dir = data_dir
         self._kafka_home = kafka_home
         self._heap = heap
+        self.host = host
         self._ready_timeout_s = ready_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -296,9 +302,10 @@ class DevBroker:
                 controller_port=self.controller_port,
                 log_dir=data_dir / "log",
                 auto_create_topics=self.auto_create_topics,
-                host=self.host,
             )
         )
+        if self.host != "127.0.0.1":
+            config.write_text(on_host(config.read_text(), self.host, self.port))
         return config
 
     def _format(self, java: str, classpath: str, config: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sluicegate.cli import main as cli
-from sluicegate.devkafka.broker import DevBroker, server_properties
+from sluicegate.devkafka.broker import DevBroker, on_host, server_properties
 
 
 def properties(text: str) -> dict[str, str]:
@@ -25,6 +25,23 @@ def test_the_dev_broker_controller_port_cannot_be_chosen_no_more(tmp_path: Path)
     assert rendered["controller.quorum.voters"] == "1@127.0.0.1:19093"
     assert rendered["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
     assert rendered["log.dirs"] == str(tmp_path / "log")
+
+
+def test_the_dev_broker_serves_clients_on_another_host_and_its_controller_on_loopback(
+    tmp_path: Path,
+) -> None:
+    """``--host``: a network namespace's broker (tests/e2e/test_network_cut.py)."""
+    rendered = properties(
+        on_host(
+            server_properties(port=9092, controller_port=9093, log_dir=tmp_path),
+            "10.77.0.1",
+            9092,
+        )
+    )
+    assert rendered["listeners"] == "PLAINTEXT://10.77.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert rendered["advertised.listeners"] == "PLAINTEXT://10.77.0.1:9092"
+    assert rendered["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert DevBroker(host="10.77.0.1", port=9092).bootstrap == "10.77.0.1:9092"
 
 
 def test_the_dev_broker_refuses_to_auto_create_topics_no_more(tmp_path: Path) -> None:
@@ -60,16 +77,3 @@ def test_the_cli_passes_the_controller_port_to_the_broker(
 
     args = cli._parser().parse_args(["dev", "kafka"])
     assert args.controller_port == 0  # any free port, chosen at each start
-
-
-def test_the_dev_broker_serves_clients_on_another_host_and_its_controller_on_loopback(
-    tmp_path: Path,
-) -> None:
-    """``--host``: a network namespace's broker (tests/e2e/test_network_cut.py)."""
-    rendered = properties(
-        server_properties(port=9092, controller_port=9093, log_dir=tmp_path, host="10.77.0.1")
-    )
-    assert rendered["listeners"] == "PLAINTEXT://10.77.0.1:9092,CONTROLLER://127.0.0.1:9093"
-    assert rendered["advertised.listeners"] == "PLAINTEXT://10.77.0.1:9092"
-    assert rendered["controller.quorum.voters"] == "1@127.0.0.1:9093"
-    assert DevBroker(host="10.77.0.1", port=9092).bootstrap == "10.77.0.1:9092"
