@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sluicegate.cli import main as cli
-from sluicegate.devkafka.broker import DevBroker, on_host, server_properties
+from sluicegate.devkafka.broker import DevBroker, server_properties
 
 
 def properties(text: str) -> dict[str, str]:
@@ -31,6 +31,8 @@ def test_the_dev_broker_serves_clients_on_another_host_and_its_controller_on_loo
     tmp_path: Path,
 ) -> None:
     """``--host``: a network namespace's broker (tests/e2e/test_network_cut.py)."""
+    from sluicegate.devkafka.broker import on_host
+
     rendered = properties(
         on_host(
             server_properties(port=9092, controller_port=9093, log_dir=tmp_path),
