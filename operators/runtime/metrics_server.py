@@ -3,14 +3,18 @@
 The worker's asyncio loop is busy with subtasks (a sync process function may hold it for a
 while), so the scrape is answered by prometheus_client's small threaded HTTP server instead,
 which reads the registry under its own locks. It answers every path with the metrics, in the
-format the ``Accept`` header asks for when it can, else in the Prometheus text format.
+format the ``Accept`` header asks for when it can, else in the Prometheus text format; given a
+`LoopHealth`, ``/healthz`` answers 200 while the worker's event loop turns and 503 once it has
+not for a while (a liveness probe that means something; see `operators.runtime.loop_health`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -19,6 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
 from operators.exceptions import ConfigError
 from operators.runtime.exposition import tolerant_accept
+from operators.runtime.loop_health import LoopHealth
 
 __all__ = ["MetricsServer"]
 
@@ -46,10 +51,15 @@ class MetricsServer:
 
     @classmethod
     def start(
-        cls, host: str, port: int, registry: CollectorRegistry | None = None
+        cls,
+        host: str,
+        port: int,
+        registry: CollectorRegistry | None = None,
+        health: LoopHealth | None = None,
     ) -> MetricsServer:
         """Listen on ``host:port`` (0: any free port) and serve ``registry`` (default: the
-        global one, which also holds the agents' metrics).
+        global one, which also holds the agents' metrics), and ``/healthz`` from ``health``
+        (without it, ``/healthz`` is the metrics like any path).
 
         Raises:
             ConfigError: the address cannot be bound (port in use, unknown host).
@@ -61,6 +71,8 @@ class MetricsServer:
                 "MetricsHTTPServer", (_ThreadingServer,), {"address_family": family}
             )
             app = tolerant_accept(make_wsgi_app(served))
+            if health is not None:
+                app = _with_healthz(app, health)
             server: WSGIServer = make_server(
                 host, port, app, server_class, handler_class=_QuietHandler
             )
@@ -87,3 +99,27 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+_WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _with_healthz(app: _WsgiApp, health: LoopHealth) -> _WsgiApp:
+    """``app`` with ``GET /healthz``: 200 or 503, and the loop's age as JSON."""
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/healthz":
+            return app(environ, start_response)
+        report = health.report()
+        body = json.dumps(
+            {
+                "status": "ok" if report.healthy else "stuck",
+                "loop_age_seconds": round(report.loop_age_seconds, 3),
+                "stale_after_seconds": health.stale_after_seconds,
+            }
+        ).encode()
+        status = "200 OK" if report.healthy else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "application/json")])
+        return [body]
+
+    return wrapped

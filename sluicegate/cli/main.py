@@ -15,6 +15,7 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person; exit 1 saying why when the agent's events show no such run, or a run that is
   not waiting (``--force`` writes the decision unchecked).
+* ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
 """
@@ -31,16 +32,22 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from coordinator.config import CoordinatorSettings
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.cli.savepoints import register as register_savepoint_commands
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+
+if TYPE_CHECKING:
+    from operators.runtime.loop_health import LoopHealth
+    from operators.runtime.worker import Worker
 
 __all__ = ["main"]
 
@@ -74,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         "kafka", help=f"run a local single-node Apache Kafka {KAFKA_VERSION} broker until Ctrl-C"
     )
     kafka.add_argument("--port", type=int, default=9092, help="client port (0: any free port)")
+    kafka.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address clients connect to (default 127.0.0.1; another exposes the broker, "
+        "which has no authentication, to that network)",
+    )
     kafka.add_argument(
         "--controller-port",
         type=int,
@@ -128,6 +141,13 @@ def _parser() -> argparse.ArgumentParser:
         "default: $SLUICEGATE_METRICS_PORT, else no metrics server",
     )
     worker.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    worker.add_argument(
+        "--health-stale-seconds",
+        type=float,
+        default=30.0,
+        help="/healthz on the metrics port answers 503 once the worker's event loop has not "
+        "turned for this long (default 30)",
+    )
     worker.set_defaults(run=_worker)
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
@@ -179,6 +199,8 @@ def _parser() -> argparse.ArgumentParser:
         decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
+
+    register_deploy_commands(commands)
 
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--runs", type=int, default=60, help="how many refund requests")
@@ -264,6 +286,7 @@ def _dev_kafka(args: argparse.Namespace) -> int:
     broker = DevBroker(
         port=args.port,
         controller_port=args.controller_port,
+        host=args.host,
         data_dir=args.data_dir,
         auto_create_topics=args.auto_create_topics,
         kafka_home=settings.kafka_home,
@@ -339,6 +362,7 @@ async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from operators.runtime.loop_health import LoopHealth
     from operators.runtime.metrics_server import MetricsServer
     from operators.runtime.worker import Worker
     from operators.storage import open_storage
@@ -358,13 +382,24 @@ def _worker(args: argparse.Namespace) -> int:
         retire_seconds=args.retire_seconds,
     )
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
-    metrics = None if port is None else MetricsServer.start(args.metrics_host, port)
+    health = LoopHealth(stale_after_seconds=args.health_stale_seconds)
+    metrics = None if port is None else MetricsServer.start(args.metrics_host, port, health=health)
     try:
-        asyncio.run(worker.run())
+        asyncio.run(_run_worker(worker, health))
     finally:
         if metrics is not None:
             metrics.stop()
     return 0
+
+
+async def _run_worker(worker: Worker, health: LoopHealth) -> None:
+    """Run ``worker`` with ``health`` marking its event loop's turns (``/healthz``)."""
+    ticks = asyncio.create_task(health.run())
+    try:
+        await worker.run()
+    finally:
+        ticks.cancel()
+        await asyncio.gather(ticks, return_exceptions=True)
 
 
 def _up(args: argparse.Namespace) -> int:

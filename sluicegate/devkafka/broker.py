@@ -32,7 +32,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sluicegate.devkafka.exceptions import BrokerStartError
 from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
 
-__all__ = ["DevBroker", "free_port", "new_cluster_id", "server_properties", "wait_until_ready"]
+__all__ = [
+    "DevBroker",
+    "free_port",
+    "new_cluster_id",
+    "on_host",
+    "server_properties",
+    "wait_until_ready",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +99,12 @@ def server_properties(
     )
 
 
+def on_host(properties: str, host: str, port: int) -> str:
+    """``properties`` with the PLAINTEXT client listener on ``host`` instead of 127.0.0.1,
+    listened on and advertised; every other listener (the controller's) stays where it is."""
+    return properties.replace(f"PLAINTEXT://127.0.0.1:{port}", f"PLAINTEXT://{host}:{port}")
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -113,6 +126,9 @@ class DevBroker:
     ``port=0`` picks a free port; ``controller_port=0`` (the default) a free port for the
     KRaft controller listener at each start. Without ``data_dir`` the broker's data lives in a
     temporary folder removed on `stop`; with one, the data is kept and reused on the next start.
+    ``host``: the address clients connect to, listened on and advertised instead of 127.0.0.1
+    (a network namespace's own address, so that other hosts reach it; there is no
+    authentication), the controller still on loopback.
     ``auto_create_topics``: producing to a topic nobody created creates it (one partition), for
     experiments with kcat; off by default, since it races the coordinator's own topic creation.
     """
@@ -121,6 +137,7 @@ class DevBroker:
         self,
         *,
         port: int = 9092,
+        host: str = "127.0.0.1",
         controller_port: int = 0,
         data_dir: Path | None = None,
         kafka_home: Path | None = None,
@@ -136,6 +153,7 @@ class DevBroker:
         self._given_data_dir = data_dir
         self._kafka_home = kafka_home
         self._heap = heap
+        self.host = host
         self._ready_timeout_s = ready_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -143,8 +161,8 @@ class DevBroker:
 
     @property
     def bootstrap(self) -> str:
-        """The address clients connect to: ``127.0.0.1:<port>``."""
-        return f"127.0.0.1:{self.port}"
+        """The address clients connect to: ``<host>:<port>`` (``127.0.0.1:<port>``)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -262,14 +280,14 @@ class DevBroker:
         self.stop()
 
     def _check_port_free(self) -> None:
-        ports = [(self.port, "--port")]
+        ports = [(self.host, self.port, "--port")]
         if self._given_controller_port:
-            ports.append((self._given_controller_port, "--controller-port"))
-        for port, option in ports:
+            ports.append(("127.0.0.1", self._given_controller_port, "--controller-port"))
+        for host, port, option in ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                if sock.connect_ex((host, port)) == 0:
                     raise BrokerStartError(
-                        f"port {port} on 127.0.0.1 is already in use: stop what listens there "
+                        f"port {port} on {host} is already in use: stop what listens there "
                         f"or pass another {option}"
                     )
 
@@ -286,6 +304,8 @@ class DevBroker:
                 auto_create_topics=self.auto_create_topics,
             )
         )
+        if self.host != "127.0.0.1":
+            config.write_text(on_host(config.read_text(), self.host, self.port))
         return config
 
     def _format(self, java: str, classpath: str, config: Path) -> None:

@@ -8,6 +8,7 @@ skip, so that CI cannot pass without checking the file.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import importlib
 import json
@@ -23,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 APP_SERVICES = {"coordinator", "worker"}
-INFRASTRUCTURE_SERVICES = {"kafka", "prometheus", "grafana"}
+INFRASTRUCTURE_SERVICES = {"kafka", "s3", "s3-bucket", "prometheus", "grafana"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +178,56 @@ def test_app_services_reach_kafka_on_an_advertised_listener() -> None:
         assert bootstrap in addresses, f"{name} bootstraps from {bootstrap}, not advertised"
 
 
+def _parsed_command(service: dict[str, Any]) -> argparse.Namespace:
+    """A sluicegate service's command as the `sluicegate` CLI parses it (a flag it lacks
+    fails here, not in a container)."""
+    from sluicegate.cli.main import _parser
+
+    return _parser().parse_args([str(arg) for arg in service["command"]])
+
+
+def test_checkpoints_go_to_the_stack_s_s3_bucket() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    bucket_command = services["s3-bucket"]["entrypoint"]
+    assert bucket_command[:3] == ["mc", "mb", "--ignore-existing"]
+    bucket = bucket_command[3].split("/", 1)[1]
+    root = services["s3"]["environment"]
+    for name in APP_SERVICES:
+        env = services[name]["environment"]
+        assert env["SLUICEGATE_STORAGE_URL"].startswith(f"s3://{bucket}/")
+        assert env["AWS_ENDPOINT_URL"] == "http://s3:9000"
+        assert env["AWS_ALLOW_HTTP"] == "true"
+        assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (
+            root["MINIO_ROOT_USER"],
+            root["MINIO_ROOT_PASSWORD"],
+        )
+        depends = services[name]["depends_on"]
+        assert depends["kafka"]["condition"] == "service_healthy"
+        assert depends["s3-bucket"]["condition"] == "service_completed_successfully"
+
+
+def test_sluicegate_commands_parse_and_health_checks_ask_their_ports() -> None:
+    services: dict[str, Any] = _resolved_config()["services"]
+    coordinator = _parsed_command(services["coordinator"])
+    worker = _parsed_command(services["worker"])
+    assert coordinator.http_host == "0.0.0.0"
+    assert worker.metrics_host == "0.0.0.0"
+    for name, port in (("coordinator", coordinator.http_port), ("worker", worker.metrics_port)):
+        check = " ".join(services[name]["healthcheck"]["test"])
+        assert f"http://127.0.0.1:{port}/healthz" in check, name
+
+
+def test_the_workers_host_the_pipeline_with_one_down() -> None:
+    from sluicegate.cli.loader import load_graph
+
+    services: dict[str, Any] = _resolved_config()["services"]
+    worker = _parsed_command(services["worker"])
+    replicas = int(services["worker"]["deploy"]["replicas"])
+    assert replicas >= 2
+    subtasks = len(load_graph(worker.pipeline).subtasks())
+    assert (replicas - 1) * worker.slots >= subtasks
+
+
 @pytest.mark.parametrize(
     "path",
     sorted((ROOT / "deploy" / "grafana" / "dashboards").glob("*.json")),
@@ -212,4 +263,16 @@ def test_the_image_copies_every_package_the_wheel_ships() -> None:
     ]["wheel"]["packages"]
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     missing = [p for p in packages if f"COPY {p} ./{p}" not in dockerfile]
+    assert missing == []
+
+
+def test_the_image_copies_every_folder_the_wheel_force_includes() -> None:
+    """The wheel carries deploy/kafka (the dev broker) and deploy/k8s (`deploy render`): the
+    image's build installs the wheel, which fails on a folder the Dockerfile left out."""
+    included = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]["force-include"]
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert set(included) >= {"deploy/kafka", "deploy/k8s"}
+    missing = [folder for folder in included if f"COPY {folder} ./{folder}" not in dockerfile]
     assert missing == []

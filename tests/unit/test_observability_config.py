@@ -128,7 +128,7 @@ def test_every_alert_says_what_to_do_and_links_its_docs_section() -> None:
 
 def test_kubernetes_example_labels_jobs_as_the_alerts_expect() -> None:
     monitor = yaml.safe_load(
-        (PROMETHEUS_DIR / "kubernetes-podmonitor.yml").read_text(encoding="utf-8")
+        (ROOT / "deploy/k8s/components/monitoring/podmonitor.yaml").read_text(encoding="utf-8")
     )
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["kind"] == "PodMonitor"

@@ -27,6 +27,25 @@ def test_the_dev_broker_controller_port_cannot_be_chosen_no_more(tmp_path: Path)
     assert rendered["log.dirs"] == str(tmp_path / "log")
 
 
+def test_the_dev_broker_serves_clients_on_another_host_and_its_controller_on_loopback(
+    tmp_path: Path,
+) -> None:
+    """``--host``: a network namespace's broker (tests/e2e/test_network_cut.py)."""
+    from sluicegate.devkafka.broker import on_host
+
+    rendered = properties(
+        on_host(
+            server_properties(port=9092, controller_port=9093, log_dir=tmp_path),
+            "10.77.0.1",
+            9092,
+        )
+    )
+    assert rendered["listeners"] == "PLAINTEXT://10.77.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert rendered["advertised.listeners"] == "PLAINTEXT://10.77.0.1:9092"
+    assert rendered["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert DevBroker(host="10.77.0.1", port=9092).bootstrap == "10.77.0.1:9092"
+
+
 def test_the_dev_broker_refuses_to_auto_create_topics_no_more(tmp_path: Path) -> None:
     """Opt-in (``--auto-create-topics``): on by default it raced the coordinator's own topic
     creation (a producer created a 4-partition source with 1 partition first)."""
