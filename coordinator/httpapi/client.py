@@ -65,7 +65,10 @@ class CoordinatorUnreachableError(RetryableError):
 class CoordinatorClient:
     """Calls the coordinator's HTTP API at ``base_url`` (e.g. ``http://127.0.0.1:8470``)."""
 
-    def __init__(self, base_url: str, *, timeout_seconds: float = 5.0) -> None:
+    def __init__(
+        self, base_url: str, *, token: str | None = None, timeout_seconds: float = 5.0
+    ) -> None:
+        """``token``: the bearer token sent with every request (None: send none)."""
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(
@@ -74,6 +77,7 @@ class CoordinatorClient:
             )
         self.base_url = base_url.rstrip("/")
         self.timeout_seconds = timeout_seconds
+        self._token = token
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def status(self) -> JobStatus:
@@ -113,12 +117,17 @@ class CoordinatorClient:
         """Send one request; the status and body of a 2xx answer, or raise. ``extra_timeout``:
         seconds the server is asked to wait before it answers."""
         timeout = self.timeout_seconds + extra_timeout
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if method == "POST":
+            headers["Content-Type"] = "application/json"
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
         # The scheme was checked to be http(s) in __init__.
         request = urllib.request.Request(  # noqa: S310
             self.base_url + path,
-            data=b"" if method == "POST" else None,
+            data=b"{}" if method == "POST" else None,
             method=method,
-            headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+            headers=headers,
         )
         try:
             with self._opener.open(request, timeout=timeout) as response:

@@ -28,15 +28,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from coordinator.config import CoordinatorSettings
+from coordinator.httpapi.auth import ApiTokens, is_loopback
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
-from operators.exceptions import SluicegateError
+from operators.exceptions import ConfigError, SluicegateError
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["main"]
 
@@ -95,10 +100,21 @@ def _parser() -> argparse.ArgumentParser:
         "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
     )
     _add_bootstrap(coordinator)
-    coordinator.add_argument("--http-host", default="127.0.0.1", help="HTTP API address")
+    coordinator.add_argument(
+        "--http-host",
+        default="127.0.0.1",
+        help="HTTP API address; another than loopback needs API tokens (docs/security.md)",
+    )
     coordinator.add_argument(
         "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
     )
+    coordinator.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="also serve /metrics, without a token, on this port (0: any free port, logged)",
+    )
+    coordinator.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
@@ -251,6 +267,7 @@ def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    tokens = _api_tokens(settings, args.http_host)
     graph = load_graph(args.pipeline)
     bootstrap = _bootstrap(settings, args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
@@ -262,28 +279,68 @@ def _coordinator(args: argparse.Namespace) -> int:
             interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
         ),
     )
-    asyncio.run(_serve_coordinator(service, args.http_host, args.http_port))
+    from prometheus_client import CollectorRegistry
+
+    from coordinator.metrics import CoordinatorCollector
+    from operators.runtime.metrics_server import MetricsServer
+
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(service))
+    metrics = (
+        None
+        if args.metrics_port is None
+        else MetricsServer.start(args.metrics_host, args.metrics_port, registry)
+    )
+    try:
+        asyncio.run(_serve_coordinator(service, registry, tokens, args.http_host, args.http_port))
+    finally:
+        if metrics is not None:
+            metrics.stop()
     # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
     return 0 if service.job.state is JobState.STOPPED else 1
 
 
-async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None:
-    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
-    from prometheus_client import CollectorRegistry
+def _api_tokens(settings: CoordinatorSettings, host: str) -> ApiTokens | None:
+    """The API's tokens; without any, refuse a non-loopback ``host`` and say the API is open."""
+    tokens = ApiTokens.from_settings(settings)
+    if tokens is None and not is_loopback(host):
+        raise ConfigError(
+            "--http-host",
+            f"the coordinator API would listen on {host} without authentication; set "
+            "SLUICEGATE_API_TOKEN (or SLUICEGATE_API_TOKEN_FILE, SLUICEGATE_API_TOKENS_FILE) "
+            "to require bearer tokens, or listen on 127.0.0.1 (see docs/security.md)",
+        )
+    if tokens is None:
+        logger.warning(
+            "coordinator API authentication is off (no SLUICEGATE_API_TOKEN, "
+            "SLUICEGATE_API_TOKEN_FILE or SLUICEGATE_API_TOKENS_FILE): it listens on %s only",
+            host,
+        )
+    else:
+        logger.info("coordinator API requires bearer tokens (%d configured)", len(tokens))
+    return tokens
 
+
+async def _serve_coordinator(
+    service: Coordinator,
+    registry: CollectorRegistry,
+    tokens: ApiTokens | None,
+    host: str,
+    port: int,
+) -> None:
+    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from agents.agent import agents_in
     from agents.approval_routes import approvals_router
     from coordinator.httpapi.app import create_app
+    from coordinator.httpapi.auth import Scope, identity
     from coordinator.httpapi.server import serve
-    from coordinator.metrics import CoordinatorCollector
     from coordinator.status import CoordinatorStatus
 
-    registry = CollectorRegistry()
-    registry.register(CoordinatorCollector(service))
-    app = create_app(CoordinatorStatus(service), registry)
+    app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
     agents = agents_in(service.graph)
     if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
-        app.include_router(approvals_router(service.kafka_bootstrap, agents))
+        decider = identity(tokens, Scope.APPROVE)
+        app.include_router(approvals_router(service.kafka_bootstrap, agents, decider=decider))
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:

@@ -35,6 +35,7 @@ from agents.messages import TaskRequest
 from coordinator.httpapi.client import CoordinatorClient
 from operators.exceptions import SluicegateError
 from operators.runtime.readers import committed_from_start
+from sluicegate.cli.commands import api_token
 from sluicegate.cli.supervisor import Child, Supervisor
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
@@ -93,7 +94,7 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
             bootstrap, events=TOPICS.events, approvals=TOPICS.approvals,
             partitions=PARTITIONS, delay_s=approval_delay_s,
         )  # fmt: skip
-        client = CoordinatorClient(f"http://127.0.0.1:{port}")
+        client = CoordinatorClient(f"http://127.0.0.1:{port}", token=api_token())
         started = time.monotonic()
         approving: asyncio.Task[None] | None = None
         try:
