@@ -35,6 +35,7 @@ from agents.exceptions import (
 )
 from agents.messages import ApprovalDecision
 from agents.run_directory import RunDirectory
+from operators.kafka import KafkaLike
 
 __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router"]
 
@@ -57,7 +58,7 @@ class DecisionAccepted(BaseModel):
 
 
 def approvals_router(
-    bootstrap: str,
+    bootstrap: KafkaLike,
     agents: Mapping[str, AgentTopics],
     *,
     decider: Callable[..., Awaitable[str]],

@@ -64,6 +64,8 @@ from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -111,7 +113,7 @@ class Coordinator:
         self,
         graph: JobGraph,
         *,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         storage: Storage,
         settings: CoordinatorOptions | None = None,
         link: CoordinatorLink | None = None,
@@ -151,7 +153,7 @@ class Coordinator:
         """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
 
     @property
-    def kafka_bootstrap(self) -> str:
+    def kafka(self) -> KafkaLike:
         """The Kafka cluster the job runs on."""
         return self._bootstrap
 
@@ -167,8 +169,8 @@ class Coordinator:
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
         await ensure_topics(self._bootstrap, self.graph)
-        self._offsets = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+        self._offsets = kafka_clients.consumer(
+            self._bootstrap,
             group_id=f"sluicegate.{self.graph.name}",
             enable_auto_commit=False,
         )

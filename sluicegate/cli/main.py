@@ -35,6 +35,7 @@ from coordinator.httpapi.auth import ApiTokens, is_loopback
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import ConfigError, SluicegateError
+from operators.kafka import KafkaLike, KafkaSettings
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
@@ -257,8 +258,10 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         broker.stop()
 
 
-def _bootstrap(settings: CoordinatorSettings, given: str | None = None) -> str:
-    return given or settings.kafka_bootstrap or "127.0.0.1:9092"
+def _kafka(given: str | None = None) -> KafkaSettings:
+    """Kafka settings from ``SLUICEGATE_KAFKA_*``; ``given`` (``--bootstrap``) overrides the
+    bootstrap address, whose default is 127.0.0.1:9092."""
+    return KafkaSettings.from_env(given)
 
 
 def _coordinator(args: argparse.Namespace) -> int:
@@ -269,7 +272,7 @@ def _coordinator(args: argparse.Namespace) -> int:
     settings = CoordinatorSettings()
     tokens = _api_tokens(settings, args.http_host)
     graph = load_graph(args.pipeline)
-    bootstrap = _bootstrap(settings, args.bootstrap)
+    bootstrap = _kafka(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     service = Coordinator(
         graph,
@@ -340,7 +343,7 @@ async def _serve_coordinator(
     agents = agents_in(service.graph)
     if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
         decider = identity(tokens, Scope.APPROVE)
-        app.include_router(approvals_router(service.kafka_bootstrap, agents, decider=decider))
+        app.include_router(approvals_router(service.kafka, agents, decider=decider))
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:
@@ -357,7 +360,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = CoordinatorSettings()
     graph = load_graph(args.pipeline)
-    bootstrap = _bootstrap(settings, args.bootstrap)
+    bootstrap = _kafka(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     worker = Worker(
         graph,
@@ -448,7 +451,7 @@ def _decide(args: argparse.Namespace) -> int:
         run_id=args.run_id, approved=args.approved, call_id=args.call_id, by=args.by,
         reason=args.reason,
     )  # fmt: skip
-    bootstrap = _bootstrap(CoordinatorSettings())
+    bootstrap = _kafka()
 
     async def decide() -> None:
         if not args.force:
@@ -466,7 +469,7 @@ def _demo(args: argparse.Namespace) -> int:
     from sluicegate.demos.refund_desk.run import run_agent_demo
     from sluicegate.demos.wordcount import run_demo
 
-    def run(bootstrap: str) -> int:
+    def run(bootstrap: KafkaLike) -> int:
         if args.wordcount:
             return asyncio.run(run_demo(bootstrap, args.records))
         demo = run_agent_demo(
@@ -476,7 +479,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = CoordinatorSettings()
     if settings.kafka_bootstrap:
-        return run(settings.kafka_bootstrap)
+        return run(_kafka())
     with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
         print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
         return run(broker.bootstrap)
