@@ -92,3 +92,33 @@ def test_dev_broker_users_cannot_break_the_jaas_line(tmp_path: Path) -> None:
     certificate = make_certificate(tmp_path)
     with pytest.raises(ValueError, match="letters, digits"):
         SaslSslListener(1, certificate, {"eve": 'x" user_admin="y'})
+
+
+def test_the_cli_adds_a_sasl_ssl_listener_with_its_users(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made: list[DevBroker] = []
+
+    class Started(DevBroker):
+        def start(self) -> None:
+            made.append(self)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "DevBroker", Started)
+    argv = ["dev", "kafka", "--data-dir", str(tmp_path), "--sasl-ssl-port", "19094"]
+    args = cli._parser().parse_args([*argv, "--user", "alice:pw-1", "--user", "bob:pw-2"])
+    with pytest.raises(KeyboardInterrupt):
+        args.run(args)
+    (broker,) = made
+    assert broker.sasl_ssl is not None
+    assert broker.sasl_ssl.port == 19094
+    assert dict(broker.sasl_ssl.users) == {"alice": "pw-1", "bob": "pw-2"}
+    assert broker.sasl_ssl.certificate.cafile == tmp_path / "tls" / "ca.pem"
+    assert broker.sasl_ssl.certificate.keystore.exists()
+    for wrong, problem in [
+        (["--sasl-ssl-port", "0"], "add at least one --user"),
+        (["--sasl-ssl-port", "0", "--user", "alice"], "give it as NAME:PASSWORD"),
+        (["--user", "alice:pw"], "add --sasl-ssl-port"),
+    ]:
+        assert cli.main(["dev", "kafka", *wrong]) == 1
+        assert problem in capsys.readouterr().err
