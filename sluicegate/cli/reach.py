@@ -6,8 +6,9 @@ A wrong ``--bootstrap`` (or a broker not up yet) used to end ``sluicegate worker
 
     cannot reach Kafka at 127.0.0.1:1: [Errno 111] Connection refused; retrying in 2 s
 
-The TCP listener is tried first (the Kafka client logs every refused connection as an error),
-then a metadata round trip must succeed.
+Each attempt is `operators.kafka.probe.probe`: one connection with the cluster's security
+settings, then a metadata round trip. Credentials or a certificate the cluster refuses are
+not retried: the command ends with one line saying what to check (docs/security.md).
 """
 
 from __future__ import annotations
