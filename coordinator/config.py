@@ -16,7 +16,10 @@ __all__ = ["CoordinatorSettings"]
 class CoordinatorSettings(BaseSettings):
     """Where Kafka is, where the dev broker keeps its jars, where state and metrics go."""
 
-    model_config = SettingsConfigDict(env_prefix="SLUICEGATE_", frozen=True, extra="ignore")
+    # An empty variable is unset (compose passes `${SLUICEGATE_API_TOKEN:-}` through).
+    model_config = SettingsConfigDict(
+        env_prefix="SLUICEGATE_", frozen=True, extra="ignore", env_ignore_empty=True
+    )
 
     kafka_bootstrap: str | None = None
     """An existing cluster's bootstrap servers; when unset, the embedded dev broker is used."""

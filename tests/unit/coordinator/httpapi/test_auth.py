@@ -86,6 +86,9 @@ def test_tokens_come_from_the_file_and_the_environment(
     for name in ("API_TOKEN", "API_TOKEN_FILE", "API_TOKENS_FILE"):
         monkeypatch.delenv(f"SLUICEGATE_{name}", raising=False)
     assert ApiTokens.from_settings(CoordinatorSettings()) is None
+    monkeypatch.setenv("SLUICEGATE_API_TOKEN", "")  # compose's ${SLUICEGATE_API_TOKEN:-}
+    assert ApiTokens.from_settings(CoordinatorSettings()) is None
+    monkeypatch.delenv("SLUICEGATE_API_TOKEN")
     (tmp_path / "tokens").write_text(TOKENS_FILE)
     (tmp_path / "admin").write_text("admin-token-from-a-file-0123\n")
     monkeypatch.setenv("SLUICEGATE_API_TOKENS_FILE", str(tmp_path / "tokens"))
