@@ -1,4 +1,5 @@
-"""What an agent is: `Agent` (model, tools, instructions, budgets) and the `AgentTopics` it uses.
+"""What an agent is: `Agent` (model, tools, instructions, budgets), the `AgentTopics` it uses
+and the `TaskFeed` topics its runs start from.
 
 Values only: `agents.agent.add_agent` puts an agent into a pipeline, and
 `agents.operator.AgentOperator` runs it; both import this module, neither is imported here.
@@ -10,11 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agents.messages import TaskRequest
 from agents.models.contract import ModelClient
 from agents.state import Budget
 from agents.tools import Tool, ToolDeclarationError, ToolResources
+from operators.contract import Record
 
-__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics"]
+__all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "TaskFeed", "TaskOf", "task_from_json"]
 
 JOURNAL_SUFFIX = "journal"
 
@@ -84,3 +87,43 @@ class AgentTopics:
     approvals: str
     events: str
     results: str
+
+    @classmethod
+    def named(cls, agent: str, **names: str) -> AgentTopics:
+        """``<agent>.tasks``, ``.approvals``, ``.events`` and ``.results``, except those given
+        in ``names`` (``AgentTopics.named("triage", results="triage.results")``)."""
+        return cls(
+            **{
+                "tasks": f"{agent}.tasks",
+                "approvals": f"{agent}.approvals",
+                "events": f"{agent}.events",
+                "results": f"{agent}.results",
+                **names,
+            }
+        )
+
+
+TaskOf = Callable[[Record], TaskRequest | None]
+"""Maps a record of a feed topic to the task it asks for; None: the record is not for the
+agent (skipped). Raising dead-letters the record with the error as its reason."""
+
+
+def task_from_json(record: Record) -> TaskRequest:
+    """The default mapping: the record's value is a `TaskRequest` document."""
+    return TaskRequest.model_validate_json(record.value)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFeed:
+    """A topic whose records start an agent's runs, through ``task_of``.
+
+    ``topic`` is any topic of the pipeline: a source the outside world writes, or a topic an
+    operator or another agent writes (an agent upstream, whose `RunResult` records then start
+    the runs of this one). `add_agent` declares it as a source when the pipeline does not
+    declare it yet. ``task_of`` runs in the agent's routing stage; give each run an id derived
+    from the record (``f"refund-{result.run_id}"``), so that a record read twice (a replay
+    after a restore, a producer's retry) names the same run, whose second task is ignored.
+    """
+
+    topic: str
+    task_of: TaskOf = task_from_json

@@ -6,7 +6,9 @@
   re-keys both by the ``run_id`` of the value, so they meet in one partition of the agent.
 * events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
   per run by ``seq``.
-* results sink (key ``run_id``): one `RunResult` per finished run.
+* results sink, or a topic that downstream operators and agents read (key ``run_id``): one
+  `RunResult` per finished run, carrying the task's ``metadata`` on, so a stage downstream
+  knows the customer or tenant without a lookup.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class RunResult(BaseModel):
     tokens: int
     cost_usd: float
     effects: list[dict[str, Any]]
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """The task's metadata (absent in results written before it was added: empty)."""
 
     @classmethod
     def of(cls, state: RunState) -> RunResult:
@@ -88,4 +92,5 @@ class RunResult(BaseModel):
             tokens=state.usage.tokens,
             cost_usd=state.usage.cost_usd,
             effects=[{"key": e.key, "tool": e.tool, "status": e.status} for e in state.effects],
+            metadata=dict(state.metadata),
         )

@@ -8,9 +8,11 @@ clients (kcat, confluent-kafka, rdkafka) with CRC32, and a producer may pick a p
 itself. A decision written by sluicegate for a task written by kcat used to land in another
 partition than its run, and was dead-lettered as an unknown run.
 
-So `add_agent` puts this stateless operator between the sources and the agent, as Kafka
-Streams puts a repartition topic before a keyed aggregation: it reads the ``tasks`` and
-``approvals`` sources, whatever partition a record is in, validates it, and re-emits it keyed by
+So `add_agent` puts this stateless operator in front of the agent, as Kafka Streams puts a
+repartition topic before a keyed aggregation: it reads the agent's task feeds (`TaskFeed`: a
+source, or a topic an operator or another agent writes) and its ``approvals`` source, whatever
+partition a record is in; maps a feed record to its task with the feed's ``task_of`` (by
+default the value is a `TaskRequest` document), validates a decision, and emits each keyed by
 its ``run_id`` (from the value, not the record key) to two topics of the pipeline,
 ``sluicegate.<pipeline>.<agent>.tasks-by-run`` and ``.approvals-by-run``. The engine's
 partitioner places both records of a run in the same partition number, so the agent subtask
@@ -18,14 +20,16 @@ that holds a run also reads its decisions. Being topics between operators, they 
 exactly-once under checkpoints like any other (records are stamped with attempt and interval,
 a restore skips orphans of an older attempt); routing adds no checkpoint of latency.
 
-A record that does not validate is dead-lettered here, with the coordinates of the source
-record the producer wrote.
+A record that does not validate, or whose ``task_of`` raises, is dead-lettered here, with the
+coordinates of the record the producer wrote; a record ``task_of`` maps to None is skipped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agents.declaration import TaskOf
 from agents.messages import ApprovalDecision, TaskRequest
 from operators.contract import Context, Record
 
@@ -39,20 +43,26 @@ def routed_topic(pipeline: str, agent: str, source: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunRouter:
-    """The routing stage's process function: source record in, the same value out, keyed by
-    ``run_id``, to the routed topic of its source."""
+    """The routing stage's process function: a feed record in, its task out; a decision in,
+    the same value out; each keyed by ``run_id`` to the routed topic of its kind."""
 
-    tasks: str
+    feeds: Mapping[str, TaskOf]
+    """Feed topic -> the mapping of its records to tasks."""
     approvals: str
     routed_tasks: str
     routed_approvals: str
 
     def __call__(self, record: Record, ctx: Context) -> None:
-        if record.topic == self.tasks:
-            run_id = TaskRequest.model_validate_json(record.value).run_id
-            ctx.emit(self.routed_tasks, record.value, key=run_id.encode())
-        elif record.topic == self.approvals:
+        if record.topic == self.approvals:
             run_id = ApprovalDecision.model_validate_json(record.value).run_id
             ctx.emit(self.routed_approvals, record.value, key=run_id.encode())
-        else:
-            raise ValueError(f"the router of {self.tasks} does not read {record.topic}")
+            return
+        task_of = self.feeds.get(record.topic)
+        if task_of is None:
+            raise ValueError(f"the router of {self.approvals} does not read {record.topic}")
+        task = task_of(record)
+        if task is None:
+            return
+        if not isinstance(task, TaskRequest):
+            raise TypeError(f"task_of of {record.topic} returned {type(task).__name__}")
+        ctx.emit(self.routed_tasks, task.encode(), key=task.run_id.encode())

@@ -29,5 +29,8 @@ class CoordinatorOptions:
     adopt_seconds: float = 3.0
     """How long a starting coordinator waits for the workers of the newest plan to report the
     attempt they run, to adopt it (0: always take a new attempt)."""
+    retire_wait_seconds: float = 20.0
+    """How long a new attempt waits for every live worker to retire its older subtasks before
+    assigning without the silent ones; keep it above the workers' ``retire_seconds``."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""

@@ -14,8 +14,10 @@ loop either way.
    (`coordinator.adoption`, within ``adopt_seconds``); otherwise take the next attempt
    durably (``attempts/<A>``), so a restarted coordinator never reuses one: whatever was in
    flight is abandoned, and the pipeline recovers from the last completed checkpoint;
-2. wait for live workers with enough slots, then assign every subtask and send `Assign`
-   (attempt, checkpoint to restore, next checkpoint id) to the workers;
+2. send `Retire(attempt)` and wait until every live worker answered `Retired` (their older
+   subtasks finished the calls in flight and stopped: `coordinator.retirement`), and for
+   enough slots; then assign every subtask and send `Assign` (attempt, checkpoint to restore,
+   next checkpoint id) to the workers;
 3. loop: read worker messages; re-send the assignment to a worker whose heartbeat disagrees;
    trigger checkpoints (`TriggerCheckpoint` to the workers: each source subtask takes barrier n
    at its current read position; nothing is written into a source topic); when every subtask
@@ -37,8 +39,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from coordinator.adoption import Adopt, Wait, decide_adoption
 from coordinator.assignment import (
@@ -62,10 +62,11 @@ from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attem
 from coordinator.options import CoordinatorOptions
 from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
+from coordinator.retirement import RetireGate
+from coordinator.source_offsets import SourceOffsets
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
 from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -74,6 +75,8 @@ from operators.protocol.messages import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    Retire,
+    Retired,
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
@@ -142,11 +145,13 @@ class Coordinator:
         self._subtasks = [str(s) for s in graph.subtasks()]
         self._restart = self.settings.restart_policy
         self._recover_at: float | None = None
-        self._offsets: AIOKafkaConsumer | None = None
+        self._offsets: SourceOffsets | None = None
         self._last_audit: AuditReport | None = None
         self._storage_backoff = StorageBackoff()
         self._adoption: tuple[int, dict[str, tuple[str, ...]], float] | None = None
         """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
+        self._retiring: RetireGate | None = None
+        """Phase one of a new attempt, until it is assigned (step 2 of the module docstring)."""
         self.stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
@@ -169,14 +174,9 @@ class Coordinator:
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
         await ensure_topics(self._bootstrap, self.graph)
-        self._offsets = kafka_clients.consumer(
-            self._bootstrap,
-            group_id=f"sluicegate.{self.graph.name}",
-            enable_auto_commit=False,
-        )
-        try:  # clients started inside: a cancel during a start must still stop them all
-            await self._offsets.start()
-            async with self._link:
+        try:
+            async with SourceOffsets(self._bootstrap, self.graph) as offsets, self._link:
+                self._offsets = offsets
                 await self._start_or_adopt()
                 self.stats.seed(await self.manifests.latest())
                 while not self.job.is_terminal:
@@ -184,7 +184,6 @@ class Coordinator:
                         await self._on_message(message)
                     await self._tick(time.monotonic())
         finally:
-            await self._offsets.stop()
             self.ended.set()
 
     async def trigger_checkpoint(self) -> int | None:
@@ -252,6 +251,9 @@ class Coordinator:
         now = time.monotonic()
         if isinstance(message, Heartbeat):
             await self._on_heartbeat(message, now)
+        elif isinstance(message, Retired):
+            if self._retiring is not None:
+                self._retiring.on_retired(message.worker_id, message.attempt)
         elif self.tracker is None or self.assign is None:
             return  # recovering: the new attempt gets a new tracker
         elif isinstance(message, CheckpointAck):
@@ -285,6 +287,8 @@ class Coordinator:
             return
         if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
             await self._broadcast(self.assign)  # it missed the assignment: send it again
+        elif self._retiring is not None and beat.worker_id not in self._retiring.retired:
+            await self._broadcast(Retire(self._retiring.attempt))  # joined, or missed it
 
     async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
         commit = tracker.on_ack(ack)
@@ -303,7 +307,8 @@ class Coordinator:
         await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
         if self.stopping is not None:
             self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
-        await self._commit_source_offsets(manifest)
+        if self._offsets is not None:
+            await self._offsets.commit(manifest)
         await self._clean_up()
         await self._rebalance(now)
 
@@ -513,11 +518,16 @@ class Coordinator:
         self.attempt = await take_attempt(self.storage)
         self.tracker = await self._tracker_for(self.attempt)
         logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
+        deadline = time.monotonic() + self.settings.retire_wait_seconds
+        self._retiring = RetireGate(self.attempt, deadline)
+        await self._broadcast(Retire(self.attempt))
 
     async def _try_assign(self, now: float) -> None:
         assert self.tracker is not None
-        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
-        if sum(slots.values()) < len(self._subtasks):
+        assert self._retiring is not None
+        alive = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
+        slots = self._retiring.ready(alive, now)
+        if slots is None or sum(slots.values()) < len(self._subtasks):
             return
         found = await self.manifests.find_latest()
         for lost in found.lost:
@@ -552,6 +562,13 @@ class Coordinator:
             JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )
         self._restart.on_running(now)
+        if silent := self._retiring.waiting_for(alive):
+            logger.warning(
+                "attempt %s: workers %s did not retire their subtasks within %.0f s; assigned "
+                "without them (a call they still run may be repeated)",
+                self.attempt, silent, self.settings.retire_wait_seconds,
+            )  # fmt: skip
+        self._retiring = None
         await self._broadcast(assign)
         logger.info(
             "attempt %s assigned from checkpoint %s: %s",
@@ -581,17 +598,3 @@ class Coordinator:
                 await self._abort(abort)
             return
         await self._broadcast(TriggerCheckpoint(checkpoint_id, attempt))
-
-    async def _commit_source_offsets(self, manifest: CheckpointManifest) -> None:
-        """Commit ``R_p`` of every source partition for lag tools (never read back by us)."""
-        sources = {s.name for s in self.graph.sources()}
-        offsets = {
-            TopicPartition(topic, p): offset
-            for snapshot in manifest.subtasks.values()
-            for topic, partitions in snapshot.positions.items()
-            if topic in sources
-            for p, offset in partitions.items()
-        }
-        if offsets and self._offsets is not None:
-            self._offsets.assign(list(offsets))
-            await self._offsets.commit(offsets)

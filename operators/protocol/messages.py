@@ -35,6 +35,8 @@ __all__ = [
     "FromWorker",
     "Heartbeat",
     "RestorePoint",
+    "Retire",
+    "Retired",
     "SnapshotFile",
     "StateHandle",
     "StopSubtasks",
@@ -189,7 +191,26 @@ class StopSubtasks:
     attempt: int
 
 
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """Phase one of a new attempt: stop every subtask of an attempt older than ``attempt``,
+    letting each finish the calls it is running (within the worker's ``retire_seconds``), then
+    answer `Retired`. Until then the coordinator assigns no subtask anywhere, so a subtask moved
+    to another worker never starts while its predecessor still runs a call. A worker retired
+    up to ``attempt`` ignores any `Assign` older than it."""
+
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """``worker_id`` runs no subtask of an attempt older than ``attempt`` (answers `Retire`)."""
+
+    worker_id: str
+    attempt: int
+
+
 ToCoordinator = CheckpointAck | CheckpointDecline | SubtaskFailed
 ToSubtask = TriggerCheckpoint | CheckpointCompleted | CheckpointAborted | StopSubtasks
-FromWorker = ToCoordinator | Heartbeat
-ToWorker = ToSubtask | Assign
+FromWorker = ToCoordinator | Heartbeat | Retired
+ToWorker = ToSubtask | Assign | Retire

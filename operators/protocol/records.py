@@ -31,6 +31,7 @@ __all__ = [
     "PIPELINE_HEADER",
     "SOURCE_WRITER",
     "WRITER_HEADER",
+    "HeaderDecoder",
     "RecordKind",
     "RecordMeta",
     "decode_headers",
@@ -186,3 +187,28 @@ def _integer(header: str, value: bytes) -> int:
     if not value or not all(0x30 <= byte <= 0x39 for byte in value):
         raise MalformedHeadersError(header, f"is not a decimal integer: {value!r}")
     return int(value)
+
+
+class HeaderDecoder:
+    """`decode_headers` with a memory: the records of one writer in one interval carry the
+    same headers, so a subtask decodes each distinct header list once (the cache holds the
+    last ``size`` distinct lists that decoded, and forgets them all when full). An invalid
+    list is not cached: it raises every time."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._known: dict[tuple[tuple[str, bytes | None], ...], RecordMeta | None] = {}
+
+    def __call__(self, headers: Sequence[tuple[str, bytes | None]] | None) -> RecordMeta | None:
+        key = tuple(headers or ())
+        try:
+            return self._known[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable header list (not what aiokafka gives): no cache
+            return decode_headers(headers)
+        meta = decode_headers(headers)
+        if len(self._known) >= self._size:
+            self._known.clear()
+        self._known[key] = meta
+        return meta

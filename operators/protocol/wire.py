@@ -2,8 +2,9 @@
 Kafka, so a worker needs nothing but a broker (and checkpoint storage).
 
 Two single-partition topics per pipeline: ``sluicegate.<pipeline>.to-workers`` (assignments,
-completions, aborts, stops) and ``sluicegate.<pipeline>.to-coordinator`` (heartbeats, acks,
-declines, failures). Every record is one JSON object with ``type`` and ``schema_version``.
+completions, aborts, stops, retires) and ``sluicegate.<pipeline>.to-coordinator``
+(heartbeats, acks, declines, failures, retired answers). Every record is one JSON object
+with ``type`` and ``schema_version``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from operators.protocol.messages import (
     CheckpointDecline,
     FromWorker,
     Heartbeat,
+    Retire,
+    Retired,
     StateHandle,
     StopSubtasks,
     SubtaskFailed,
@@ -86,6 +89,10 @@ def encode_message(message: FromWorker | ToWorker) -> bytes:
             body = {"type": "aborted", **_fields(message)}
         case StopSubtasks():
             body = {"type": "stop", **_fields(message)}
+        case Retire():
+            body = {"type": "retire", **_fields(message)}
+        case Retired():
+            body = {"type": "retired", **_fields(message)}
     body["schema_version"] = WIRE_SCHEMA_VERSION
     return json.dumps(body, separators=(",", ":")).encode()
 
@@ -118,8 +125,14 @@ def decode_message(data: bytes) -> FromWorker | ToWorker:
             return CheckpointAborted(**body)
         case "stop":
             return StopSubtasks(**body)
+        case "retire":
+            return Retire(**body)
+        case "retired":
+            return Retired(**body)
     raise ValueError(f"unknown control message type {kind!r}")
 
 
-def _fields(message: Heartbeat | CheckpointDecline | SubtaskFailed | ToWorker) -> dict[str, Any]:
+def _fields(
+    message: Heartbeat | CheckpointDecline | SubtaskFailed | Retired | ToWorker,
+) -> dict[str, Any]:
     return dataclasses.asdict(message)

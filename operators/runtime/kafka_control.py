@@ -13,24 +13,15 @@ are the job's own, but nothing read from Kafka is trusted.
 from __future__ import annotations
 
 import logging
-from typing import Generic, Self, TypeVar
+from typing import Generic, Self, TypeVar, get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
 from operators.protocol.messages import (
-    Assign,
-    CheckpointAborted,
-    CheckpointAck,
-    CheckpointCompleted,
-    CheckpointDecline,
     FromWorker,
-    Heartbeat,
-    StopSubtasks,
-    SubtaskFailed,
     ToWorker,
-    TriggerCheckpoint,
 )
 from operators.protocol.wire import (
     decode_message,
@@ -111,13 +102,7 @@ class KafkaWorkerLink(_KafkaEnd[FromWorker, ToWorker]):
             bootstrap,
             out_topic=to_coordinator_topic(pipeline),
             in_topic=to_workers_topic(pipeline),
-            accepts=(
-                Assign,
-                TriggerCheckpoint,
-                CheckpointCompleted,
-                CheckpointAborted,
-                StopSubtasks,
-            ),
+            accepts=get_args(ToWorker),
         )
 
 
@@ -129,5 +114,5 @@ class KafkaCoordinatorLink(_KafkaEnd[ToWorker, FromWorker]):
             bootstrap,
             out_topic=to_workers_topic(pipeline),
             in_topic=to_coordinator_topic(pipeline),
-            accepts=(Heartbeat, CheckpointAck, CheckpointDecline, SubtaskFailed),
+            accepts=get_args(FromWorker),
         )

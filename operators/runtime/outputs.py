@@ -56,6 +56,7 @@ class Outputs:
             for t in graph.operators[subtask.uid].outputs
             if graph.topics[t].kind is TopicKind.TOPIC
         ]
+        self._headers: dict[int, list[tuple[str, bytes]]] = {}
         self.records_out = 0
         self.dead_letters = 0
 
@@ -78,9 +79,11 @@ class Outputs:
             record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
             await sink.write(record, interval)
             return
-        headers = encode_headers(
-            RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
-        )
+        headers = self._headers.get(interval)
+        if headers is None:  # one list per interval, shared by its records (never mutated)
+            meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
+            self._headers = {interval: encode_headers(meta)}
+            headers = self._headers[interval]
         await self._producer.send(
             emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
         )

@@ -67,7 +67,7 @@ from operators.protocol.messages import (
 )
 from operators.protocol.records import (
     SOURCE_WRITER,
-    decode_headers,
+    HeaderDecoder,
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
 from operators.runtime.context import OperatorOpenContext, RecordContext
@@ -83,7 +83,7 @@ from operators.runtime.sinks import Sink, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
 from operators.runtime.wakes import WakeQueue, WakeUp
 from operators.specs import TopicKind
-from operators.state.local_checkpoint import LocalCheckpoint
+from operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.store import PartitionState
 from operators.storage import CorruptFileError, NotFoundError, Storage, StorageError
@@ -161,8 +161,8 @@ class Subtask:
         self._executor = KeyedExecutor(self._settings.max_in_flight)
         self._operator = self._spec.factory()
         op = self._operator
-        call = op.function if isinstance(op, FunctionOperator) else op.process
-        self._is_async = inspect.iscoroutinefunction(call)
+        self._process_call = op.function if isinstance(op, FunctionOperator) else op.process
+        self._is_async = inspect.iscoroutinefunction(self._process_call)
         self._owned = set(graph.input_partitions(subtask))
         self._wakes = WakeQueue()
         self._align_started: float | None = None
@@ -171,6 +171,8 @@ class Subtask:
         """Per source partition, the offset of the next record to read (``R_p`` if a trigger
         arrived now)."""
         self._store: RocksDBStateStore | None = None
+        self._states: dict[tuple[str, int], PartitionState] = {}  # handles of ``_store``
+        self._decode_headers = HeaderDecoder()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
@@ -224,6 +226,7 @@ class Subtask:
         shutil.rmtree(db_dir, ignore_errors=True)
         if self._restore is None:
             self._store = RocksDBStateStore.open(db_dir)
+            self._states.clear()
             return
         try:
             source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
@@ -236,6 +239,7 @@ class Subtask:
                 self._restore.checkpoint_id, exc.path, missing=True
             ) from exc
         self._store = RocksDBStateStore.restore(source, db_dir)
+        self._states.clear()
 
     async def _start_producers(self) -> None:
         assert self._store is not None
@@ -354,7 +358,7 @@ class Subtask:
             meta = None
         else:
             try:
-                meta = decode_headers(record.headers)
+                meta = self._decode_headers(record.headers)
             except MalformedHeadersError as exc:
                 await self._dead_letter(record, exc)
                 return
@@ -450,21 +454,24 @@ class Subtask:
         return RecordContext(topic, partition, record, self._state_of, time.monotonic)
 
     def _state_of(self, topic: str, partition: int) -> PartitionState:
-        assert self._store is not None
-        if TopicPartition(topic, partition) not in self._owned:
-            raise ValueError(f"{self.name} does not read {topic}[{partition}]")
-        return self._store.partition(topic, partition)
+        if (state := self._states.get((topic, partition))) is None:
+            assert self._store is not None
+            if TopicPartition(topic, partition) not in self._owned:
+                raise ValueError(f"{self.name} does not read {topic}[{partition}]")
+            state = self._states[topic, partition] = self._store.partition(topic, partition)
+        return state
 
     async def _call(self, incoming: Incoming, record: Record, ctx: RecordContext) -> None:
         try:
-            result = self._operator.process(record, ctx)
-            if isinstance(result, Awaitable):
+            result = self._process_call(record, ctx)
+            if result is not None:
                 await result
             self._check_emits(ctx)
         except Exception as exc:  # noqa: BLE001 - any failure of user code dead-letters
             await self._dead_letter(incoming, exc)
             return
-        await self._finish(ctx, record)
+        if ctx.emitted or ctx.wakes:
+            await self._finish(ctx, record)
 
     async def _finish(self, ctx: RecordContext, source: Record | None) -> None:
         assert self._outputs is not None
@@ -583,11 +590,7 @@ class Subtask:
             await sink.on_completed(checkpoint_id)
         await self._operator.on_completed(checkpoint_id)
         keep = self._settings.keep_local_checkpoints
-        if self._checkpoints_dir.is_dir():
-            ids = sorted(int(p.name) for p in self._checkpoints_dir.iterdir() if p.name.isdigit())
-            for old in ids[:-keep] if keep else ids:
-                if old < checkpoint_id:
-                    shutil.rmtree(self._checkpoints_dir / str(old), ignore_errors=True)
+        prune_local_checkpoints(self._checkpoints_dir, keep=keep, completed=checkpoint_id)
 
 
 async def _quietly(subtask: str, what: str, closing: Awaitable[None]) -> None:

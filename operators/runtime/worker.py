@@ -7,15 +7,19 @@
    heartbeat disagrees with it;
 2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt, the running subtasks and
    their operators' status counts (an agent's runs by status);
-3. on an `Assign` of a newer attempt: retire every running subtask (they are zombies now: the
-   calls they are running may finish, within ``retire_seconds``, so that an effect in flight
-   is journaled, not cut off), cancel them, then
-   start the subtasks assigned to this worker, each restored from the manifest of
-   ``restore_from`` read from checkpoint storage;
-4. on ``trigger(n)``, ``completed(n)``, ``aborted(n)``, ``stop``: hand the message to every
+3. on `Retire(A)` (phase one of a new attempt A): retire every subtask of an older attempt
+   (they are zombies now: the calls they are running may finish, within ``retire_seconds``,
+   so that an effect in flight is journaled, not cut off), cancel them, and answer
+   `Retired(A)`; from then on an `Assign` older than A is ignored. The coordinator assigns
+   attempt A only once every live worker has answered, so no subtask starts anywhere while an
+   older copy of it still runs a call;
+4. on an `Assign` of a newer attempt (phase two): retire whatever still runs (nothing, after a
+   `Retire`), then start the subtasks assigned to this worker, each restored from the
+   manifest of ``restore_from`` read from checkpoint storage;
+5. on ``trigger(n)``, ``completed(n)``, ``aborted(n)``, ``stop``: hand the message to every
    running subtask (a stopped subtask's task ends without error, and the heartbeats stop
    listing it);
-5. when a subtask fails, report `SubtaskFailed` once; the coordinator recovers globally.
+6. when a subtask fails, report `SubtaskFailed` once; the coordinator recovers globally.
 
 A worker outlives a stopped job: it idles, heartbeating, until a coordinator assigns it a newer
 attempt (the job started again).
@@ -39,6 +43,8 @@ from operators.protocol.messages import (
     CheckpointCompleted,
     FromWorker,
     Heartbeat,
+    Retire,
+    Retired,
     StopSubtasks,
     SubtaskFailed,
     ToSubtask,
@@ -99,6 +105,8 @@ class Worker:
         self._settings = subtask_settings
         self._registry = registry
         self.attempt = 0
+        self._retired_to = 0
+        """The newest attempt a `Retire` was answered for: older assignments are stale."""
         self.incarnation = uuid.uuid4().hex
         self._hosted: dict[str, _Hosted] = {}
         self._link = link or KafkaWorkerLink(bootstrap, graph.name)
@@ -140,8 +148,10 @@ class Worker:
 
     async def _on_command(self, message: object) -> None:
         if isinstance(message, Assign):
-            if message.attempt > self.attempt:
+            if message.attempt > self.attempt and message.attempt >= self._retired_to:
                 await self._assign(message)
+        elif isinstance(message, Retire):
+            await self._retire(message)
         elif isinstance(message, TriggerCheckpoint | CheckpointCompleted | CheckpointAborted):
             self._hand_over(message)
         elif isinstance(message, StopSubtasks):
@@ -155,6 +165,13 @@ class Worker:
             self.attempt = stop.attempt  # an older assignment re-sent later must not start
         elif stop.attempt == self.attempt:
             self._hand_over(stop)
+
+    async def _retire(self, retire: Retire) -> None:
+        """Step 3 of the module docstring (answered again when the coordinator asks again)."""
+        if retire.attempt > self.attempt:
+            await self._stop_subtasks(retire=True)
+        self._retired_to = max(self._retired_to, retire.attempt)
+        await self.send(Retired(self.worker_id, retire.attempt))
 
     def _hand_over(self, message: ToSubtask) -> None:
         for hosted in self._hosted.values():

@@ -48,6 +48,7 @@ __all__ = [
     "classify",
     "create_local_checkpoint",
     "materialize_checkpoint",
+    "prune_local_checkpoints",
     "sha256_file",
 ]
 
@@ -263,3 +264,14 @@ def materialize_checkpoint(from_dir: Path, into_dir: Path) -> None:
             except OSError:
                 pass  # cross-device or no link support: fall through to a copy
         shutil.copy2(source, target)
+
+
+def prune_local_checkpoints(checkpoints_dir: Path, *, keep: int, completed: int) -> None:
+    """Delete the local checkpoints (folders named by id) older than ``completed`` beyond the
+    newest ``keep`` (0: all of them)."""
+    if not checkpoints_dir.is_dir():
+        return
+    ids = sorted(int(p.name) for p in checkpoints_dir.iterdir() if p.name.isdigit())
+    for old in ids[:-keep] if keep else ids:
+        if old < completed:
+            shutil.rmtree(checkpoints_dir / str(old), ignore_errors=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster import Cluster
+from tests.e2e.ledger import Ledger
 
 _HERE = Path(__file__).parent
 
@@ -26,3 +27,13 @@ def cluster_factory(tmp_path: Path) -> Iterator[list[Cluster]]:
     yield made
     for cluster in made:
         cluster.stop_all()
+
+
+@pytest.fixture
+def ledger() -> Iterator[Ledger]:
+    """A service that executes every write it gets (no deduplication), see `Ledger`."""
+    service = Ledger()
+    try:
+        yield service
+    finally:
+        service.close()

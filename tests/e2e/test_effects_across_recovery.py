@@ -1,78 +1,47 @@
 """Effects across recovery (issue 12): a service that does NOT deduplicate records every call
 by idempotency key; agent runs write to it through a tool that fails closed on an unknown
-outcome. The coordinator is SIGKILLed again and again while calls are in flight on healthy
-workers: every run must finish ``done`` (none ``outcome_unknown``) and no write may execute
-twice. Before, each coordinator start was a global recovery that cut off the calls in flight
-(left ``issued`` without ``done``): runs failed closed, or a retry executed a write again.
+outcome, concurrently on two workers.
+
+* The coordinator is SIGKILLed again and again while calls are in flight on healthy workers:
+  every run must finish ``done`` (none ``outcome_unknown``) and no write may execute twice.
+  Before, each coordinator start was a global recovery that cut off the calls in flight (left
+  ``issued`` without ``done``): runs failed closed, or a retry executed a write again.
+* Workers are SIGKILLed (and come back, so subtasks move between live workers): no write
+  executes twice, and only runs whose subtask was on the killed worker may fail
+  ``outcome_unknown`` (its call in flight died with it; the tool fails closed). Runs on the
+  healthy worker finish ``done``: it retires its subtasks before anything is reassigned.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from time import sleep
+from typing import Any
 
-import pytest
+import httpx
 
 from agents.client import submit_tasks
 from agents.declaration import AgentTopics
 from agents.messages import TaskRequest
 from operators.runtime.readers import committed_from_start
 from tests.e2e.cluster import Cluster
+from tests.e2e.ledger import Ledger
 from tests.helpers import wait_for
 
 PARTITIONS = 4
 RUNS = 40
 WRITES = 3
 KILLS = 3
+CUT_OFF_S = 2.0
+"""A call that reached the service this long before a kill may have been cut off by it (the
+service answers after 0.3 s)."""
 
 
-class Ledger:
-    """An HTTP service that executes every write it gets (no deduplication), slowly."""
-
-    def __init__(self, latency_s: float = 0.3) -> None:
-        self.calls: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        ledger = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                sleep(latency_s)  # a write on the wire, where a recovery may find it
-                with ledger._lock:
-                    ledger.calls[body["key"]] += 1
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b'{"ok": true}')
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-@pytest.fixture
-def ledger() -> Iterator[Ledger]:
-    service = Ledger()
-    try:
-        yield service
-    finally:
-        service.close()
-
-
-def ledger_module(tag: str, url: str) -> str:
+def ledger_module(tag: str, url: str, parallelism: int = 2) -> str:
     """A pipeline module for `Cluster`: an agent whose scripted model writes WRITES times."""
     return f'''
 import asyncio, json, urllib.request
@@ -106,7 +75,7 @@ def policy(messages):
 
 p = Pipeline("ledger-{tag}")
 agent = Agent("ledger", model=ScriptedModel(policy), tools=[write], instructions="Write.")
-add_agent(p, agent, partitions={PARTITIONS}, parallelism=2, topics={topics_of(tag)!r})
+add_agent(p, agent, partitions={PARTITIONS}, parallelism={parallelism}, topics={topics_of(tag)!r})
 graph = p.build()
 '''
 
@@ -156,10 +125,122 @@ async def test_coordinator_kills_cut_off_no_effect_and_fail_no_run(
     statuses = Counter(str(r["status"]) for r in results.values())
     assert statuses == Counter({"done": RUNS}), statuses
     assert len(ledger.calls) == RUNS * WRITES
-    repeated = {key: n for key, n in ledger.calls.items() if n > 1}
-    assert repeated == {}, f"writes executed more than once: {repeated}"
+    assert ledger.repeated() == {}, "writes executed more than once"
     adopted = sum(
         "adopted the running attempt" in log.read_text()
         for log in cluster.logs.glob("coordinator.*.log")
     )
     assert adopted >= 1, "no restarted coordinator adopted the running attempt"
+
+
+async def test_worker_kills_fail_only_calls_cut_off_by_the_kill_and_repeat_no_effect(
+    kafka_bootstrap: str, tmp_path: Path, ledger: Ledger, cluster_factory: list[Cluster]
+) -> None:
+    """Kill w1 and let the coordinator move everything to w2; bring w1 back (the rebalance
+    moves subtasks away from a w2 that is making calls); kill w2, then w1; a wave of runs is
+    submitted before each step, and a last one after the kills. Runs are concurrent, so a kill
+    cuts off a call of almost every run its worker hosts: with ``on_unknown=fail`` those runs
+    fail closed. No other run may: a run fails ``outcome_unknown`` only for a call that never
+    reached the service, or reached it within ``CUT_OFF_S`` before a kill."""
+    tag = uuid.uuid4().hex[:8]
+    topics = topics_of(tag)
+    module = ledger_module(tag, ledger.url, parallelism=PARTITIONS)  # 5 subtasks with the router
+    cluster = Cluster(tmp_path, module, kafka_bootstrap, slots=5)
+    cluster_factory.append(cluster)
+    for name in ("coordinator", "w1", "w2"):
+        cluster.start(name)
+    kills: list[float] = []
+    submitted = 0
+
+    async def submit_wave(wave: str) -> list[str]:
+        nonlocal submitted
+        tasks = [TaskRequest(run_id=f"{wave}-{i:03d}", goal="write") for i in range(RUNS)]
+        await submit_tasks(kafka_bootstrap, topics.tasks, tasks)
+        submitted += len(tasks)
+        return [t.run_id for t in tasks]
+
+    async def placement() -> dict[str, str] | None:
+        """subtask -> worker now (None while the coordinator has not assigned every one)."""
+        async with httpx.AsyncClient(base_url=cluster.api_url(), timeout=10) as http:
+            subtasks = (await http.get("/subtasks")).json()
+        found = {str(s["subtask"]): s["worker_id"] for s in subtasks}
+        return None if None in found.values() else found
+
+    async def more_writes(n: int, before: str) -> None:
+        target = sum(ledger.calls.values()) + n
+        await wait_for(
+            lambda: sum(ledger.calls.values()) >= target, timeout_s=180, what=f"writes {before}"
+        )
+
+    def kill(victim: str, *, restart: bool) -> None:
+        cluster.alive()
+        cluster.kill(victim)
+        kills.append(time.time())
+        if restart:
+            cluster.start(victim)
+
+    await submit_wave("a")
+    await more_writes(10, "before killing w1")
+    kill("w1", restart=False)
+    await wait_for(
+        _all_on(placement, "w2"), timeout_s=60, interval_s=0.5, what="every subtask on w2"
+    )
+    await submit_wave("b")
+    await more_writes(10, "of wave b on w2")
+    cluster.start("w1")  # joins: the rebalance moves agent subtasks away from a busy w2
+    await wait_for(
+        _agent_on(placement, "w1"), timeout_s=60, interval_s=0.5, what="agent subtasks on w1"
+    )
+    await submit_wave("c")
+    await more_writes(10, "before killing w2")
+    kill("w2", restart=True)
+    await submit_wave("d")
+    await more_writes(10, "before killing w1 again")
+    kill("w1", restart=True)
+    last = await submit_wave("e")
+
+    results: dict[str, dict[str, Any]] = {}
+    async with committed_from_start(kafka_bootstrap, topics.results, PARTITIONS) as consumer:
+
+        async def read_results() -> bool:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                for record in records:
+                    result = json.loads(record.value or b"{}")
+                    assert str(result["run_id"]) not in results, "a run with two results"
+                    results[str(result["run_id"])] = result
+            cluster.alive()
+            return len(results) >= submitted
+
+        await wait_for(read_results, timeout_s=300, what=f"all {submitted} results")
+
+    assert ledger.repeated() == {}, "writes executed more than once"
+    failed = {run: r for run, r in results.items() if r["status"] != "done"}
+    assert {r["reason"] for r in failed.values()} <= {"outcome_unknown"}, failed
+    for run, result in failed.items():
+        (key,) = [e["key"] for e in result["effects"] if e["status"] == "unknown"]
+        arrived = ledger.arrived.get(key)
+        cut_off = arrived is None or any(0 <= kill - arrived <= CUT_OFF_S for kill in kills)
+        assert cut_off, f"{run}: {key} arrived at {arrived}, not cut off by a kill at {kills}"
+    assert not failed.keys() & set(last), "a run submitted after the last kill failed"
+
+
+def _all_on(
+    placement: Callable[[], Awaitable[dict[str, str] | None]], worker: str
+) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        found = await placement()
+        return found is not None and set(found.values()) == {worker}
+
+    return check
+
+
+def _agent_on(
+    placement: Callable[[], Awaitable[dict[str, str] | None]], worker: str
+) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        found = await placement()
+        return found is not None and any(
+            w == worker and s.startswith("ledger#") for s, w in found.items()
+        )
+
+    return check

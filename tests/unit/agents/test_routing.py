@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
-from agents.agent import AgentTopics, add_agent, agents_in
-from agents.messages import ApprovalDecision, TaskRequest
+from agents.agent import Agent, AgentTopics, add_agent, agents_in
+from agents.declaration import TaskFeed, task_from_json
+from agents.messages import ApprovalDecision, RunResult, TaskRequest
 from agents.routing import RunRouter, routed_topic
+from agents.state import Budget
 from operators.contract import Record
+from operators.exceptions import PipelineError
 from operators.pipeline import Pipeline, TopicKind
 from operators.runtime.context import RecordContext
 from sluicegate.demos.refund_desk.agent import refund_desk
 
-ROUTER = RunRouter("desk.tasks", "desk.approvals", "routed.tasks", "routed.approvals")
+
+def ticket_task(record: Record) -> TaskRequest | None:
+    """A feed mapping: tickets of category refund start a run named after the ticket."""
+    ticket = json.loads(record.value)
+    if ticket["category"] != "refund":
+        return None
+    return TaskRequest(run_id=f"refund-{ticket['id']}", goal=ticket["text"], metadata=ticket)
+
+
+ROUTER = RunRouter(
+    {"desk.tasks": task_from_json, "tickets": ticket_task},
+    "desk.approvals",
+    "routed.tasks",
+    "routed.approvals",
+)
 
 
 def route(topic: str, value: bytes, key: bytes | None) -> list[tuple[str, bytes | None, bytes]]:
@@ -28,11 +47,34 @@ def route(topic: str, value: bytes, key: bytes | None) -> list[tuple[str, bytes 
 
 
 def test_tasks_and_decisions_are_keyed_by_the_run_id_of_their_value() -> None:
-    task = TaskRequest(run_id="r-1", goal="refund").model_dump_json().encode()
+    task = TaskRequest(run_id="r-1", goal="refund", budget=Budget(max_steps=3))
     decision = ApprovalDecision(run_id="r-1", approved=True).model_dump_json().encode()
     # Whatever key (or none) the producer used.
-    assert route("desk.tasks", task, b"something else") == [("routed.tasks", b"r-1", task)]
+    [(topic, key, value)] = route("desk.tasks", task.encode(), b"else")
+    assert (topic, key) == ("routed.tasks", b"r-1")
+    assert TaskRequest.model_validate_json(value) == task
+    assert json.loads(value)["budget"] == {"max_steps": 3}  # only the limits the task set
     assert route("desk.approvals", decision, None) == [("routed.approvals", b"r-1", decision)]
+
+
+def test_a_feed_maps_its_records_to_tasks_or_skips_them() -> None:
+    ticket = {"id": "t-9", "category": "refund", "text": "broken kettle"}
+    [(topic, key, value)] = route("tickets", json.dumps(ticket).encode(), None)
+    assert (topic, key) == ("routed.tasks", b"refund-t-9")
+    task = TaskRequest.model_validate_json(value)
+    assert (task.goal, task.metadata) == ("broken kettle", ticket)
+    other = {"id": "t-10", "category": "billing", "text": "invoice"}
+    assert route("tickets", json.dumps(other).encode(), None) == []
+
+
+def test_a_feed_mapping_that_fails_raises_so_the_router_dead_letters_the_record() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        route("tickets", b"not json", None)
+    with pytest.raises(KeyError):
+        route("tickets", b"{}", None)
+    wrong = RunRouter({"t": lambda r: r.value}, "a", "rt", "ra")  # type: ignore[dict-item,return-value]
+    with pytest.raises(TypeError, match="returned bytes"):
+        wrong(Record("t", 0, 0, None, b"x", 0), None)  # type: ignore[arg-type]
 
 
 def test_a_malformed_record_raises_so_the_router_dead_letters_it() -> None:
@@ -59,3 +101,65 @@ def test_add_agent_puts_the_router_between_the_sources_and_the_agent() -> None:
     assert topics == AgentTopics(
         "refund-desk.tasks", "refund-desk.approvals", "refund-desk.events", "refund-desk.results"
     )
+
+
+def refund_task(record: Record) -> TaskRequest | None:
+    """The second stage's mapping: a triage result that says refund starts a refund run."""
+    result = RunResult.model_validate_json(record.value)
+    if result.answer != "refund":
+        return None
+    return TaskRequest(run_id=f"refund-{result.run_id}", goal="refund", metadata=result.metadata)
+
+
+def test_agents_anywhere_an_operator_feeds_an_agent_which_feeds_another_and_an_operator() -> None:
+    desk = refund_desk("http://127.0.0.1:1")
+    triage = Agent("triage", desk.model, desk.tools, "Triage.")
+    p = Pipeline("support")
+    p.source("tickets", partitions=4)
+    p.topic("classified", partitions=4)
+    p.topic("triage.results", partitions=4)
+    p.topic("refunds.results", partitions=4)
+    p.sink("notices", partitions=4)
+    p.operator("classify", lambda r, c: None, inputs="tickets", outputs="classified")
+    first = add_agent(
+        p, triage, partitions=4, feeds=[TaskFeed("classified", ticket_task)],
+        topics=AgentTopics.named("triage", results="triage.results"),
+    )  # fmt: skip
+    second = add_agent(
+        p, desk, partitions=4, feeds=[TaskFeed("triage.results", refund_task)],
+        topics=AgentTopics.named("refund-desk", results="refunds.results"),
+    )  # fmt: skip
+    p.operator("notify", lambda r, c: None, inputs=["triage.results", second.results],
+               outputs="notices")  # fmt: skip
+    graph = p.build()
+
+    assert first.tasks == "classified"
+    assert second == AgentTopics(
+        "triage.results", "refund-desk.approvals", "refund-desk.events", "refunds.results"
+    )
+    assert graph.topics["triage.results"].kind is TopicKind.TOPIC  # written for readers inside
+    assert graph.topics["triage.events"].kind is TopicKind.SINK  # not declared: a sink
+    assert graph.topics["refund-desk.events"].kind is TopicKind.SINK
+    assert "refund-desk.tasks" not in graph.topics  # fed from triage only
+    assert graph.operators["triage.router"].inputs == ("classified", "triage.approvals")
+    # Fan-out: triage's results feed the refund desk's router and the notifier.
+    readers = sorted(op.uid for op in graph.operators.values() if "triage.results" in op.inputs)
+    assert readers == ["notify", "refund-desk.router"]
+    assert graph.writers("triage.results") == ["triage#0"]
+    # Fan-in: the notifier reads both agents' results.
+    assert graph.operators["notify"].inputs == ("triage.results", "refunds.results")
+    assert agents_in(graph) == {"triage": first, "refund-desk": second}
+
+
+def test_add_agent_refuses_feeds_it_cannot_read() -> None:
+    desk = refund_desk("http://127.0.0.1:1")
+    p = Pipeline("support")
+    p.sink("out", partitions=4)
+    p.topic("narrow", partitions=2)
+    with pytest.raises(PipelineError, match="declare it with topic"):
+        add_agent(p, desk, partitions=4, feeds=[TaskFeed("out")])
+    with pytest.raises(PipelineError, match="has 2 partitions, the agent 4"):
+        add_agent(p, desk, partitions=4, feeds=[TaskFeed("new"), TaskFeed("narrow")])
+    assert "new" not in p.topics  # refused before anything was declared
+    with pytest.raises(PipelineError, match="at least one task feed"):
+        add_agent(Pipeline("s3"), desk, partitions=4, feeds=[])

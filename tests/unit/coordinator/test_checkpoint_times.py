@@ -19,7 +19,7 @@ from sluicegate.cli.commands import render_checkpoints
 from sluicegate.demos.wordcount import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest
-from tests.unit.coordinator.test_restore_fallback import Sent
+from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
 
 async def running_coordinator() -> Coordinator:
@@ -30,6 +30,7 @@ async def running_coordinator() -> Coordinator:
     now = time.monotonic()
     c.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i1", slots=4, attempt=0, subtasks=()))
     await c._new_attempt()
+    await all_retired(c)
     await c._tick(now)
     return c
 

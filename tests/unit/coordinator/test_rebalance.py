@@ -1,7 +1,8 @@
 """A worker that joins a running job gets subtasks: right after the next checkpoint completes
 the coordinator reassigns through a recovery from it (no restart delay), balanced over the
-live workers. Without a broker: the coordinator's Kafka producer is a fake that keeps what it
-broadcasts."""
+live workers, once every live worker has retired its subtasks of the older attempt (a subtask
+moved from w1 to w2 must not start on w2 while w1 still runs a call of it). Without a broker:
+the coordinator's Kafka producer is a fake that keeps what it broadcasts."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import uuid
 
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
-from operators.protocol.messages import Assign, CheckpointAck, Heartbeat
+from operators.protocol.messages import Assign, CheckpointAck, Heartbeat, Retire, Retired
 from operators.protocol.wire import decode_message
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count
 from tests.helpers import fake_state_handle
-from tests.unit.coordinator.test_restore_fallback import Sent
+from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
 
 def join(c: Coordinator, worker: str, now: float) -> None:
@@ -35,6 +36,11 @@ async def complete_a_checkpoint(c: Coordinator) -> int:
     return n
 
 
+def assigned(c: Coordinator) -> Assign | None:
+    """The current assignment (a call, so that the type checker does not narrow it)."""
+    return c.assign
+
+
 def assigns(sent: Sent) -> list[Assign]:
     return [m for m in map(decode_message, sent.messages) if isinstance(m, Assign)]
 
@@ -48,6 +54,7 @@ async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> Non
     now = time.monotonic()
     join(c, "w1", now)
     await c._new_attempt()
+    await all_retired(c)
     await c._tick(now)  # w1 alone has the slots for every subtask: it gets all four
     assert c.assign is not None
     assert {w: len(s) for w, s in c.assign.assignment.items()} == {"w1": 4}
@@ -57,6 +64,20 @@ async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> Non
     n = await complete_a_checkpoint(c)
     # Recovering at once, from the checkpoint that just completed.
     assert c.job.state is JobState.RECOVERING
+    await c._tick(time.monotonic())
+    # Phase one: Retire sent, and nothing assigned while w1 may still run a call of a subtask
+    # that moves to w2.
+    assert [m for m in map(decode_message, sent.messages) if isinstance(m, Retire)][-1] == Retire(
+        first_attempt + 1
+    )
+    await c._on_message(Retired("w2", first_attempt + 1))
+    await c._tick(time.monotonic())
+    assert assigned(c) is None
+    assert assigns(sent)[-1].attempt == first_attempt
+    await c._on_message(Retired("w1", first_attempt))  # stale: an answer to an older Retire
+    await c._tick(time.monotonic())
+    assert assigned(c) is None
+    await c._on_message(Retired("w1", first_attempt + 1))
     await c._tick(time.monotonic())
 
     assign = assigns(sent)[-1]
@@ -69,3 +90,25 @@ async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> Non
     await complete_a_checkpoint(c)  # balanced now: no further reassignment
     assert c.assign is not None
     assert c.attempt == first_attempt + 1
+
+
+async def test_a_worker_that_never_retires_is_left_out_after_the_wait() -> None:
+    c = Coordinator(
+        word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=open_storage("memory://")
+    )
+    c._link = Sent()
+    now = time.monotonic()
+    join(c, "w1", now)
+    join(c, "w2", now)
+    await c._new_attempt()
+    await c._on_message(Retired("w1", c.attempt))
+    await c._tick(now)
+    assert assigned(c) is None  # w2 has not answered, and may still run an older subtask
+
+    assert c._retiring is not None
+    later = c._retiring.deadline
+    join(c, "w1", later)
+    join(c, "w2", later)
+    await c._tick(later)
+    assert c.assign is not None
+    assert {w: len(s) for w, s in c.assign.assignment.items()} == {"w1": 4}

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from coordinator.job_state import JobEvent
 from coordinator.metrics import CoordinatorCollector
 from coordinator.service import Coordinator
-from operators.protocol.messages import FromWorker, Heartbeat, SubtaskFailed, ToWorker
+from operators.protocol.messages import FromWorker, Heartbeat, Retired, SubtaskFailed, ToWorker
 from operators.protocol.wire import encode_message
 from operators.runtime.manifest import ManifestStore
 from operators.storage import open_storage
@@ -62,7 +62,14 @@ async def recover(c: Coordinator) -> None:
         c.job.apply(JobEvent.FAILURE_DETECTED)
         c.assign = None
     await c._new_attempt()
+    await all_retired(c)
     await c._try_assign(time.monotonic())
+
+
+async def all_retired(c: Coordinator) -> None:
+    """Every live worker answers the new attempt's `Retire` (phase one of an attempt)."""
+    for worker in c.liveness.alive_infos(time.monotonic()):
+        await c._on_message(Retired(worker, c.attempt))
 
 
 def fallbacks(c: Coordinator) -> float | None:
