@@ -109,11 +109,36 @@ class CoordinatorClient:
         status, body = self._call("POST", f"/stop?{query}", extra_timeout=wait_seconds)
         return self._parse(status, body, JobStatus)
 
+    def decide(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        approved: bool,
+        reason: str | None = None,
+        call_id: str = "",
+        force: bool = False,
+    ) -> dict[str, object]:
+        """Approve or reject the call run ``run_id`` of ``agent`` waits on; the decision as
+        accepted (agent, run, topic). Who decides is the token's name. A refusal is a
+        `CoordinatorApiError`: 404 unknown run, 409 not waiting, 403 a token without the
+        ``approve`` scope."""
+        verb = "approve" if approved else "reject"
+        path = (
+            f"/agents/{urllib.parse.quote(agent, safe='')}"
+            f"/runs/{urllib.parse.quote(run_id, safe='')}/{verb}"
+        )
+        body = {"reason": reason, "call_id": call_id, "force": force}
+        status, answer = self._call("POST", path, body=json.dumps(body).encode())
+        return self._parse(status, answer, dict[str, object])
+
     def _get(self, path: str, shape: type[T]) -> T:
         status, body = self._call("GET", path)
         return self._parse(status, body, shape)
 
-    def _call(self, method: str, path: str, *, extra_timeout: float = 0) -> tuple[int, bytes]:
+    def _call(
+        self, method: str, path: str, *, extra_timeout: float = 0, body: bytes = b"{}"
+    ) -> tuple[int, bytes]:
         """Send one request; the status and body of a 2xx answer, or raise. ``extra_timeout``:
         seconds the server is asked to wait before it answers."""
         timeout = self.timeout_seconds + extra_timeout
@@ -125,7 +150,7 @@ class CoordinatorClient:
         # The scheme was checked to be http(s) in __init__.
         request = urllib.request.Request(  # noqa: S310
             self.base_url + path,
-            data=b"{}" if method == "POST" else None,
+            data=body if method == "POST" else None,
             method=method,
             headers=headers,
         )

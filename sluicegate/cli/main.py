@@ -203,7 +203,15 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="write the decision without checking that the run waits for approval",
         )
-        decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
+        decide.add_argument(
+            "--by", default=None, help="who decides (default: $USER); not with --url"
+        )
+        decide.add_argument(
+            "--url",
+            default=None,
+            help="decide through the coordinator's API at this URL instead of writing to Kafka: "
+            "who decides is then the name of $SLUICEGATE_API_TOKEN (docs/security.md)",
+        )
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
 
@@ -497,6 +505,9 @@ def _decide(args: argparse.Namespace) -> int:
     from agents.messages import ApprovalDecision
     from agents.run_directory import RunDirectory
 
+    if args.url is not None:
+        return _decide_over_api(args)
+    args.by = args.by or _user()
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"
     decision = ApprovalDecision(
@@ -514,6 +525,34 @@ def _decide(args: argparse.Namespace) -> int:
     asyncio.run(decide())
     verb = "approved" if args.approved else "rejected"
     print(f"{verb} run {args.run_id} (written to {topic} at {bootstrap})")
+    return 0
+
+
+def _decide_over_api(args: argparse.Namespace) -> int:
+    """``sluicegate approve|reject RUN --url URL``: the coordinator checks the run and writes
+    the decision, with the token's name as who decides."""
+    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
+    from sluicegate.cli.commands import api_token
+
+    if args.by is not None or args.topic is not None or args.events_topic is not None:
+        raise ConfigError(
+            "--url",
+            "the coordinator takes who decides from the token and knows the agent's topics: "
+            "drop --by, --topic and --events-topic",
+        )
+    client = CoordinatorClient(args.url, token=api_token())
+    try:
+        accepted = client.decide(
+            args.agent, args.run_id, approved=args.approved, reason=args.reason,
+            call_id=args.call_id, force=args.force,
+        )  # fmt: skip
+    except CoordinatorApiError as exc:
+        print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
+        if exc.what_to_do:
+            print(f"what to do: {exc.what_to_do}", file=sys.stderr)
+        return 1
+    verb = "approved" if args.approved else "rejected"
+    print(f"{verb} run {args.run_id} (written to {accepted.get('topic')} by the coordinator)")
     return 0
 
 

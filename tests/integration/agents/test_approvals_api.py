@@ -5,6 +5,7 @@ Over HTTP, who decides is the bearer token's name, never what the body says."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,14 +17,18 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
 
 from agents.agent import AgentTopics, add_agent, agents_in
 from agents.approval_routes import approvals_router
+from coordinator.httpapi.app import create_app
 from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
+from coordinator.httpapi.server import serve
 from operators.pipeline import Pipeline
 from operators.runtime.partitioner import partition_for
 from sluicegate.demos.refund_desk.agent import refund_desk
 from tests.conftest import TopicFactory
+from tests.unit.coordinator.httpapi.test_app import FakeView
 
 PARTITIONS = 4
 ANN, BOB, READER = "ann-token-0123456789", "bob-token-0123456789", "reader-token-0123456789"
@@ -230,3 +235,40 @@ def test_cli_approve_of_an_unknown_run_exits_1_saying_why(
     waits = cli("waits")
     assert waits.returncode == 0, waits.stderr
     assert "approved run waits" in waits.stdout
+
+
+async def test_cli_decides_through_the_api_as_the_token_says(
+    kafka_bootstrap: str, topics: AgentTopics
+) -> None:
+    app = create_app(FakeView(), CollectorRegistry(), tokens=TOKENS)
+    app.include_router(
+        approvals_router(
+            kafka_bootstrap, {"refund-desk": topics}, decider=identity(TOKENS, Scope.APPROVE)
+        )
+    )
+    server = await serve(app, "127.0.0.1", 0)
+
+    async def cli(token: str, *args: str) -> tuple[int, str, str]:
+        env = {**os.environ, "SLUICEGATE_API_TOKEN": token}
+        env.pop("SLUICEGATE_API_TOKEN_FILE", None)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sluicegate", "approve", "waits", "--url", server.url, *args,
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        return process.returncode or 0, out.decode(), err.decode()
+
+    try:
+        reader = await cli(READER)
+        forged = await cli(ANN, "--by", "the-ceo")
+        ann = await cli(ANN)
+    finally:
+        await server.stop()
+    assert reader[0] == 1
+    assert "lacks the scope 'approve' (HTTP 403 insufficient_scope)" in reader[2]
+    assert forged[0] == 1
+    assert "drop --by" in forged[2]
+    assert ann[0] == 0, ann[2]
+    assert f"approved run waits (written to {topics.approvals} by the coordinator)" in ann[1]
+    (record,) = await decisions_in(kafka_bootstrap, topics.approvals, 1)
+    assert json.loads(record.value or b"")["by"] == "ann"
