@@ -34,6 +34,9 @@ bench: sync  ## benchmarks: print tables (see README); not part of the tests
 	$(RUN) python -m bench.recovery
 	$(RUN) python -m bench.checkpoint_e2e
 	$(RUN) python -m bench.agent_steps
+	$(RUN) python -m bench.incremental_upload
+	$(RUN) python -m bench.profile_wordcount
+	$(RUN) python -m bench.savepoint_cost
 
 lint: sync
 	$(RUN) ruff check .

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics, TaskFeed
+from agents.state_versions import run_state_versions
 from operators.contract import Operator
 from operators.exceptions import PipelineError
 from operators.graph import JobGraph
@@ -123,6 +124,7 @@ def add_agent(
         parallelism=parallelism,
         owned_topics=[OwnedTopic(JOURNAL_SUFFIX, compact=True)],
         labels={"kind": "agent", **{f"topic.{k}": v for k, v in asdict(names).items()}},
+        state_versions=run_state_versions(),  # RunState upgraders, applied on restore
     )
     # Declared after the agent: subtasks are placed in declaration order, so each worker
     # gets agent subtasks first.

@@ -8,12 +8,14 @@ the run's tasks partition; each safe point also appends the control state to the
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.models.contract import ChatMessage, ToolCall, Usage
+from agents.state_versions import upgrade_document
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -27,7 +29,8 @@ __all__ = [
     "run_key",
 ]
 
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2
+"""History and upgraders in `agents.state_versions`."""
 
 
 class RunStatus(StrEnum):
@@ -136,17 +139,17 @@ class PendingApproval(BaseModel):
 
 
 class RunState(BaseModel):
-    """One agent run. ``schema_version`` tells a future upgrader what it reads."""
+    """One agent run. ``schema_version`` says which version a stored document is; older ones
+    are upgraded on restore and on `decode` (`agents.state_versions`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     run_id: str
     goal: str
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """The task's metadata, shown to tools as ``ctx.metadata``. Added with a default within
-    schema_version 1: states written before it read as ``{}`` (no upgrader needed); a state
-    that has it does not read in code older than it (``extra="forbid"``)."""
+    schema_version 1 (states written before it meant ``{}``); always stored from version 2."""
     status: RunStatus = RunStatus.RUNNING
     reason: str | None = None
     answer: str | None = None
@@ -177,7 +180,11 @@ class RunState(BaseModel):
 
     @classmethod
     def decode(cls, data: bytes) -> RunState:
-        return cls.model_validate_json(data)
+        """Read a stored document of any version this code knows (older ones upgraded)."""
+        doc = json.loads(data)
+        if isinstance(doc, dict) and doc.get("schema_version", 1) != SCHEMA_VERSION:
+            doc = upgrade_document(doc)
+        return cls.model_validate(doc)
 
 
 def run_key(run_id: str) -> bytes:

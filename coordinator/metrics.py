@@ -25,6 +25,9 @@ name                                                        type       extra lab
 ``sluicegate_restore_fallbacks_total``                      counter                  process-local
 ``sluicegate_attempt``                                      gauge                    durable
 ``sluicegate_workers_alive``                                gauge                    process-local
+``sluicegate_savepoints_total``                             counter    outcome       process-local
+``sluicegate_savepoint_last_seconds``                       gauge                    process-local
+``sluicegate_savepoint_last_size_bytes``                    gauge                    process-local
 ==========================================================  =========  ============  =============
 
 * ``aborted_total{reason}``: declined, timeout, failed, superseded (`checkpoint_stats`); every
@@ -39,6 +42,9 @@ name                                                        type       extra lab
   restart included: ``attempt - 1``, as every attempt is taken durably and never reused.
 * ``interval_seconds``: the configured checkpoint interval (alert when the lag exceeds about
   three of them).
+* ``savepoints_total{outcome}``: savepoint requests of this process that ended, ``completed``
+  or ``failed`` (both exported, zero included). ``savepoint_last_seconds`` (from request to
+  written) and ``savepoint_last_size_bytes``: of the latest savepoint written; absent before.
 """
 
 from __future__ import annotations
@@ -134,6 +140,25 @@ class CoordinatorCollector(Collector):
             "Workers whose heartbeats arrive in time.",
             len(c.liveness.alive(time.monotonic())),
         )
+        outcomes = CounterMetricFamily(
+            "sluicegate_savepoints",
+            "Savepoint requests of this process that ended, by outcome (completed, failed).",
+            labels=["pipeline", "outcome"],
+        )
+        for outcome, count in c.savepoints.outcomes.items():
+            outcomes.add_metric([pipeline, outcome], count)
+        yield outcomes
+        if (last := c.savepoints.last_written) is not None:
+            yield gauge(
+                "sluicegate_savepoint_last_seconds",
+                "Seconds from request to written of the latest savepoint.",
+                last[0],
+            )
+            yield gauge(
+                "sluicegate_savepoint_last_size_bytes",
+                "Size in bytes of the latest savepoint written.",
+                last[1],
+            )
         if stats.last_completed_id is not None and stats.last_completed_at is not None:
             yield from _last_completed(stats.last_completed_id, stats.last_completed_at, pipeline)
         if stats.last_full_bytes is not None and stats.last_incremental_bytes is not None:

@@ -9,7 +9,13 @@
 from __future__ import annotations
 
 from operators.storage import AlreadyExistsError, Storage
-from operators.storage.layout import ATTEMPTS, CHECKPOINTS, attempt_marker, parse_checkpoint_id
+from operators.storage.layout import (
+    ATTEMPTS,
+    CHECKPOINTS,
+    attempt_marker,
+    full_checkpoint_marker,
+    parse_checkpoint_id,
+)
 
 __all__ = ["mark_triggered", "next_checkpoint_id", "take_attempt"]
 
@@ -32,6 +38,9 @@ async def next_checkpoint_id(storage: Storage) -> int:
     return max((n for n in ids if n is not None), default=0) + 1
 
 
-async def mark_triggered(storage: Storage, checkpoint_id: int) -> None:
-    """Record durably that ``checkpoint_id`` is used; call before injecting its barriers."""
+async def mark_triggered(storage: Storage, checkpoint_id: int, *, full: bool = False) -> None:
+    """Record durably that ``checkpoint_id`` is used; call before injecting its barriers.
+    ``full``: its subtasks upload every file to its own folder (`full_checkpoint_marker`)."""
+    if full:
+        await storage.put(full_checkpoint_marker(checkpoint_id), b"")
     await storage.put(f"{CHECKPOINTS}/{checkpoint_id}/_triggered", b"")

@@ -29,6 +29,14 @@ class CoordinatorOptions:
     adopt_seconds: float = 3.0
     """How long a starting coordinator waits for the workers of the newest plan to report the
     attempt they run, to adopt it (0: always take a new attempt)."""
+    from_savepoint: str | None = None
+    """Restore the job from this savepoint (once: `coordinator.savepoints.restoring`)."""
+    allow_non_restored_state: bool = False
+    """Restore even if the savepoint or checkpoint holds state the pipeline cannot take (an
+    operator it no longer has): that state is dropped."""
+    full_checkpoint_every: int = 0
+    """Every K-th checkpoint (its id a multiple of K) is full: its files are its own, shared
+    with no other checkpoint (0: only on demand)."""
     retire_wait_seconds: float = 20.0
     """How long a new attempt waits for every live worker to retire its older subtasks before
     assigning without the silent ones; keep it above the workers' ``retire_seconds``."""

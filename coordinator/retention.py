@@ -173,7 +173,8 @@ def plan_retention(
 async def apply_retention(
     storage: Storage, keep: int = DEFAULT_KEEP, *, pinned: Collection[int] = ()
 ) -> RetentionPlan:
-    """Delete every completed checkpoint but the newest ``keep`` (and ``pinned``) from storage.
+    """Delete every completed checkpoint but the newest ``keep`` (and ``pinned``, and the
+    newest full checkpoint) from storage.
 
     Steps, in this order (a crash between any two leaves every visible manifest restorable):
 
@@ -190,6 +191,8 @@ async def apply_retention(
         StorageError: a storage call failed; what was deleted so far is safe to have deleted.
     """
     manifests = await _load_manifests(storage, await ManifestStore(storage).completed())
+    full = [n for n, m in manifests.items() if m.is_full]
+    pinned = (*pinned, *full[-1:])  # the newest full checkpoint depends on no shared file
     plan = plan_retention(manifests.values(), keep, pinned=pinned)
     if not plan.delete_checkpoints:
         return plan

@@ -63,6 +63,9 @@ from coordinator.options import CoordinatorOptions
 from coordinator.restart import GiveUp
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from coordinator.retirement import RetireGate
+from coordinator.savepoints.driver import SavepointDriver
+from coordinator.savepoints.requests import SavepointRequest
+from coordinator.savepoints.restoring import already_restored, prepare_restore
 from coordinator.source_offsets import SourceOffsets
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
@@ -86,6 +89,7 @@ from operators.runtime.control import CoordinatorLink
 from operators.runtime.kafka_control import KafkaCoordinatorLink
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
+from operators.savepoints import SavepointError
 from operators.storage import AlreadyExistsError, Storage, StorageError
 
 __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
@@ -156,6 +160,8 @@ class Coordinator:
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
         """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
+        self.savepoints = SavepointDriver(storage, graph.name)
+        """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
 
     @property
     def kafka(self) -> KafkaLike:
@@ -184,16 +190,18 @@ class Coordinator:
                         await self._on_message(message)
                     await self._tick(time.monotonic())
         finally:
+            self.savepoints.cancel()
             self.ended.set()
 
-    async def trigger_checkpoint(self) -> int | None:
-        """Trigger a checkpoint now if the tracker allows it; its id, or None."""
+    async def trigger_checkpoint(self, *, full: bool = False) -> int | None:
+        """Trigger a checkpoint now if the tracker allows it (``full``: a full one); its id,
+        or None."""
         if self.tracker is None or self.assign is None:
             return None
         inject = self.tracker.trigger(time.monotonic(), forced=True)
         if inject is None:
             return None
-        await self._inject(inject.checkpoint_id, inject.attempt)
+        await self._inject(inject.checkpoint_id, inject.attempt, full=full)
         return inject.checkpoint_id
 
     def request_stop(self, *, final_checkpoint: bool = True) -> None:
@@ -215,6 +223,20 @@ class Coordinator:
             "pipeline %s: stopping (%s)", self.graph.name,
             "final checkpoint first" if final_checkpoint else "no final checkpoint",
         )  # fmt: skip
+
+    async def request_savepoint(
+        self, name: str | None = None, *, stop: bool = False
+    ) -> SavepointRequest:
+        """Ask for savepoint ``name`` (default: pipeline and time): from a checkpoint triggered
+        for it, or with ``stop`` from the final checkpoint of a graceful stop, which this
+        starts (`coordinator.savepoints`). Raises `SavepointRefusedError` saying why not."""
+        busy = self.job.is_terminal or self.job.state is JobState.STOPPING
+        request = await self.savepoints.request(
+            name, stop=stop, refusal=f"the job is {self.job.state.value}" if busy else None
+        )
+        if stop:
+            self.request_stop(final_checkpoint=True)
+        return request
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -242,6 +264,10 @@ class Coordinator:
             return
         if self.tracker is None or self.assign is None:
             return
+        waiting = self.savepoints.wants_checkpoint()
+        if waiting is not None and (inject := self.tracker.trigger(now, forced=True)):
+            waiting.triggered(inject.checkpoint_id)
+            await self._inject(inject.checkpoint_id, inject.attempt)
         if self._periodic_due(now) and (inject := self.tracker.trigger(now)):
             await self._inject(inject.checkpoint_id, inject.attempt)
         if (abort := self.tracker.on_tick(now)) is not None:
@@ -307,6 +333,7 @@ class Coordinator:
         await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
         if self.stopping is not None:
             self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
+        self.savepoints.on_completed(manifest)
         if self._offsets is not None:
             await self._offsets.commit(manifest)
         await self._clean_up()
@@ -321,6 +348,7 @@ class Coordinator:
         manifest = CheckpointManifest.from_acks(
             self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
             triggered_at=self.stats.triggered_at(commit.checkpoint_id),
+            state_versions={u: s.state_versions.current for u, s in self.graph.operators.items()},
         )  # fmt: skip
         try:
             await self.manifests.commit(manifest)
@@ -340,6 +368,7 @@ class Coordinator:
         here only postpones them to the next completed checkpoint."""
         # No checkpoint is in flight until this returns: retention may delete safely.
         pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
+        pinned = (*pinned, *self.savepoints.pinned())
         try:
             await apply_retention(self.storage, self.settings.keep_checkpoints, pinned=pinned)
             if self.stats.completed % self.settings.audit_every == 0:
@@ -388,6 +417,7 @@ class Coordinator:
             self.stopping.checkpoint_ended(
                 abort.checkpoint_id, completed=False, reason=abort.reason
             )
+        self.savepoints.on_aborted(abort.checkpoint_id, abort.reason)
 
     async def _fail(self, reason: str, now: float, subtask: str | None = None) -> None:
         if self._recover_at is not None or self.job.is_terminal:
@@ -401,6 +431,7 @@ class Coordinator:
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
         if self.tracker is not None and self.tracker.in_flight is not None:
             self.stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
+        self.savepoints.on_recovery()
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
         decision = self._restart.on_failure(now)
@@ -433,6 +464,7 @@ class Coordinator:
                         self.graph.name, ", ".join(unconfirmed),
                         self.settings.stop_timeout_seconds,
                     )  # fmt: skip
+                await self.savepoints.on_stopped(self.manifests, stop.completed)
                 self.job.apply(JobEvent.STOPPED)
                 final = stop.completed
                 logger.info(
@@ -456,7 +488,10 @@ class Coordinator:
     async def _start_or_adopt(self) -> None:
         """Step 1 of the module docstring: adopt when the newest plan's workers may still run
         it, else a new attempt."""
-        loaded = await load_plan(self.storage) if self.settings.adopt_seconds > 0 else None
+        adopt = self.settings.adopt_seconds > 0
+        if adopt and (name := self.settings.from_savepoint) is not None:
+            adopt = await already_restored(self.storage, name)  # else the savepoint's state
+        loaded = await load_plan(self.storage) if adopt else None
         if loaded is None:
             await self._new_attempt()
             return
@@ -539,7 +574,7 @@ class Coordinator:
             self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
             await self.manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
         latest = found.manifest
-        if latest is None and found.any_completed:
+        if latest is None and found.any_completed and self.settings.from_savepoint is None:
             logger.error(
                 "pipeline %s: every completed checkpoint is corrupt; not starting from scratch "
                 "(that would reprocess all input). Restore from a savepoint or clear the "
@@ -548,6 +583,20 @@ class Coordinator:
             )
             self.job.apply(JobEvent.FATAL)
             return
+        try:
+            restored = await prepare_restore(
+                self.storage, self.graph, latest, attempt=self.attempt,
+                from_savepoint=self.settings.from_savepoint,
+                allow_non_restored=self.settings.allow_non_restored_state,
+            )  # fmt: skip
+        except SavepointError as exc:
+            self.failure = Failure(str(exc))
+            logger.error("pipeline %s: cannot restore: %s", self.graph.name, exc)
+            self.job.apply(JobEvent.FATAL)
+            return
+        if restored is not latest:  # a new checkpoint: its id is used now
+            latest = restored
+            self.tracker = await self._tracker_for(self.attempt)
         if latest is not None and (mismatch := latest.shape_mismatch(self._subtasks)):
             self.failure = Failure(mismatch)
             logger.error("pipeline %s: %s", self.graph.name, mismatch)
@@ -580,7 +629,7 @@ class Coordinator:
     async def _broadcast(self, message: ToWorker) -> None:
         await self._link.send(message)
 
-    async def _inject(self, checkpoint_id: int, attempt: int) -> None:
+    async def _inject(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
         """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
         right after); 2. tell every source subtask to take its barrier where it reads now."""
         if self.job.state is JobState.RUNNING:
@@ -588,7 +637,9 @@ class Coordinator:
         now = time.monotonic()
         self.stats.on_triggered(checkpoint_id, now, time.time())
         try:
-            await mark_triggered(self.storage, checkpoint_id)
+            every = self.settings.full_checkpoint_every
+            full = full or (every > 0 and checkpoint_id % every == 0)
+            await mark_triggered(self.storage, checkpoint_id, full=full)
         except StorageError as exc:
             self._storage_backoff.failed(now)
             abort = None if self.tracker is None else self.tracker.on_trigger_failed(

@@ -24,6 +24,7 @@ from operators.contract import FunctionOperator, Operator, OperatorFactory, Proc
 from operators.exceptions import PipelineError
 from operators.graph import JobGraph
 from operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
+from operators.state.versions import StateVersions
 
 __all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
 
@@ -70,11 +71,13 @@ class Pipeline:
         parallelism: int = 1,
         owned_topics: Sequence[OwnedTopic] = (),
         labels: Mapping[str, str] | None = None,
+        state_versions: StateVersions | None = None,
     ) -> str:
         """Declare an operator with a stable ``uid`` (state is mapped by it); returns the uid.
 
         Give either a process ``function`` or a ``factory`` of `Operator` instances (one per
-        subtask, for operators with a lifecycle)."""
+        subtask, for operators with a lifecycle). ``state_versions``: the version of the
+        operator's own state rows and its upgraders (`operators.state.versions`; default 1)."""
         if (function is None) == (factory is None):
             raise PipelineError(uid, "give either a process function or an operator factory")
         if not _UID.fullmatch(uid):
@@ -96,7 +99,10 @@ class Pipeline:
             factory = make
         assert factory is not None
         tags = tuple(sorted((labels or {}).items()))
-        spec = OperatorSpec(uid, factory, ins, outs, parallelism, tuple(owned_topics), tags)
+        spec = OperatorSpec(
+            uid, factory, ins, outs, parallelism, tuple(owned_topics), tags,
+            state_versions or StateVersions(),
+        )  # fmt: skip
         self.operators[uid] = spec
         return uid
 

@@ -6,10 +6,11 @@ reads them from the graph; they import neither.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from operators.contract import OperatorFactory
+from operators.state.versions import StateVersions
 
 __all__ = ["OperatorSpec", "OwnedTopic", "TopicKind", "TopicSpec"]
 
@@ -48,6 +49,8 @@ class OperatorSpec:
     owned_topics: tuple[OwnedTopic, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     """Facts about the operator for tools that read the graph (e.g. ``kind=agent``)."""
+    state_versions: StateVersions = field(default_factory=StateVersions)
+    """The version of the operator's own state rows, and its upgraders (savepoints)."""
 
     def label(self, name: str) -> str | None:
         return dict(self.labels).get(name)

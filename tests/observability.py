@@ -61,6 +61,9 @@ COORDINATOR_METRICS = frozenset(
         "sluicegate_checkpoint_size_bytes",  # kind: incremental|full
         "sluicegate_checkpoint_interval_seconds",
         "sluicegate_workers_alive",
+        "sluicegate_savepoints_total",  # outcome: completed|failed
+        "sluicegate_savepoint_last_seconds",
+        "sluicegate_savepoint_last_size_bytes",
     }
 )
 # A worker's /metrics (labels `pipeline`, `operator`, `subtask`), agents' metrics aside.

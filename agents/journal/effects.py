@@ -8,6 +8,7 @@ journal's entries become durable.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -117,7 +118,9 @@ async def perform(
     2. ``Replay``: return the recorded outcome, ``replayed=True``. ``Rewrite``: write the
        unacknowledged ``done`` again, return its outcome, ``replayed=True``; nothing is called.
     3. ``Execute``: write ``issued`` (durably), ``fault("effect.before_call")``, ``call()``,
-       ``fault("effect.after_call")``, write ``done``, return.
+       ``fault("effect.after_call")``, write ``done``, return. With ``on_unknown=RETRY`` the
+       ``issued`` write runs beside the call and is awaited before ``done``: an effect that
+       may be called again needs no durable trace before it is called.
     4. ``Lookup``: ``lookup()``; found → write ``done`` with the found value and return it
        (``replayed=True``); not found → go on as ``Retry``. A lookup failing for good (not
        with a ``RetryableError``) fails closed with :data:`LOOKUP_FAILED`.
@@ -165,17 +168,28 @@ async def perform(
             value=kept.result, error=kept.error, replayed=replayed or kept != written
         )
 
-    async def call_and_complete() -> EffectResult:
+    async def call_and_complete(issuing: Awaitable[None] | None = None) -> EffectResult:
+        """Call, then write ``done``; ``issuing``, the ``issued`` write started beside the
+        call, is awaited before ``done`` (and before a retryable error goes up)."""
         fault("effect.before_call")
         try:
             value = await call()
         except RetryableError:
+            if issuing is not None:
+                await asyncio.gather(issuing, return_exceptions=True)
             raise
         except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
             fault("effect.after_call")
+            await issue_written(issuing)
             return await complete(None, _describe(exc), replayed=False)
         fault("effect.after_call")
+        await issue_written(issuing)
         return await complete(value, None, replayed=False)
+
+    async def issue_written(issuing: Awaitable[None] | None) -> None:
+        if issuing is not None:
+            await issuing
+            resolution.apply(EffectEvent.ISSUE)
 
     def fail_closed(reason: str) -> EffectUnknown:
         resolution.apply(EffectEvent.FAIL_CLOSED)
@@ -189,6 +203,11 @@ async def perform(
             await journal.write(recorded, partition=partition)
             resolution.apply(EffectEvent.COMPLETE)
             return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+        case Execute() if policy is OnUnknown.RETRY:
+            # Calling again is safe, so ``issued`` need not be durable before the call, only
+            # before ``done``: one round trip fewer per model call and read-only tool call.
+            write = journal.write(entry("issued", request=request), partition=partition)
+            return await call_and_complete(asyncio.ensure_future(write))
         case Execute():
             await journal.write(entry("issued", request=request), partition=partition)
             resolution.apply(EffectEvent.ISSUE)

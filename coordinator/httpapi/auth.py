@@ -6,9 +6,11 @@ a decision) and *scopes*:
 =========  ==================================================================================
 scope      allows
 =========  ==================================================================================
-read       ``GET /status``, ``/workers``, ``/subtasks``, ``/checkpoints``, ``/metrics``
+read       ``GET /status``, ``/workers``, ``/subtasks``, ``/checkpoints``, ``/savepoints``,
+           ``/metrics``
 approve    read, and ``POST /agents/{agent}/runs/{run}/approve|reject``
-operate    read, and ``POST /checkpoints``, ``POST /stop``
+operate    read, and ``POST /checkpoints``, ``/checkpoints/full``, ``/stop``, ``/savepoints``,
+           ``DELETE /savepoints/{name}``
 =========  ==================================================================================
 
 ``GET /healthz`` needs no token. Tokens come from (see `ApiTokens.from_settings`):

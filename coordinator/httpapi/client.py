@@ -25,6 +25,11 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from coordinator.httpapi.savepoint_models import (
+    FullCheckpointTriggered,
+    SavepointDeleted,
+    SavepointInfo,
+)
 from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError, RetryableError, SluicegateError
 
@@ -131,6 +136,31 @@ class CoordinatorClient:
         body = {"reason": reason, "call_id": call_id, "force": force}
         status, answer = self._call("POST", path, body=json.dumps(body).encode())
         return self._parse(status, answer, dict[str, object])
+
+    def trigger_full_checkpoint(self) -> int:
+        """Trigger a full checkpoint (files shared with no other); its id. Refusals are 409."""
+        status, body = self._call("POST", "/checkpoints/full")
+        return self._parse(status, body, FullCheckpointTriggered).checkpoint_id
+
+    def savepoints(self) -> list[SavepointInfo]:
+        """Stored savepoints, then this coordinator's requests not stored yet."""
+        return self._get("/savepoints", list[SavepointInfo])
+
+    def savepoint(self, name: str) -> SavepointInfo:
+        """One savepoint; a `CoordinatorApiError` with status 404 when there is none."""
+        return self._get(f"/savepoints/{urllib.parse.quote(name, safe='')}", SavepointInfo)
+
+    def create_savepoint(self, name: str | None = None, *, stop: bool = False) -> SavepointInfo:
+        """Ask for a savepoint (``stop``: stop-with-savepoint); refusals are 409."""
+        query = {"stop": str(stop).lower()} | ({"name": name} if name else {})
+        status, body = self._call("POST", f"/savepoints?{urllib.parse.urlencode(query)}")
+        return self._parse(status, body, SavepointInfo)
+
+    def delete_savepoint(self, name: str) -> int:
+        """Delete a savepoint; the number of files deleted."""
+        path = f"/savepoints/{urllib.parse.quote(name, safe='')}"
+        status, body = self._call("DELETE", path)
+        return self._parse(status, body, SavepointDeleted).files
 
     def _get(self, path: str, shape: type[T]) -> T:
         status, body = self._call("GET", path)

@@ -42,8 +42,9 @@ __all__ = [
     "SubtaskSnapshot",
 ]
 
-MANIFEST_SCHEMA_VERSION = 2
-"""2 added ``triggered_at``; version 1 manifests are read as they are (``triggered_at`` None)."""
+MANIFEST_SCHEMA_VERSION = 3
+"""2 added ``triggered_at``, 3 ``state_versions``; older manifests are read as they are (the
+fields None: unknown triggered time, every operator's state at version 1)."""
 _CORRUPT = "_corrupt"
 _COMPLETED = "_completed"
 
@@ -88,6 +89,8 @@ class CheckpointManifest(BaseModel):
     subtasks: dict[str, SubtaskSnapshot]
     triggered_at: float | None = None
     """Unix time the checkpoint was triggered (None: unknown, e.g. a version 1 manifest)."""
+    state_versions: dict[str, int] | None = None
+    """Operator uid -> version of its own state rows (`operators.state.versions`); None: all 1."""
 
     @field_validator("schema_version")
     @classmethod
@@ -108,6 +111,7 @@ class CheckpointManifest(BaseModel):
         acks: Iterable[CheckpointAck],
         *,
         triggered_at: float | None = None,
+        state_versions: dict[str, int] | None = None,
     ) -> CheckpointManifest:
         return cls(
             pipeline=pipeline,
@@ -116,7 +120,12 @@ class CheckpointManifest(BaseModel):
             completed_at=time.time(),
             subtasks={ack.subtask: SubtaskSnapshot.from_ack(ack) for ack in acks},
             triggered_at=triggered_at,
+            state_versions=state_versions,
         )
+
+    def state_version(self, uid: str) -> int:
+        """The version of operator ``uid``'s state rows in this checkpoint."""
+        return (self.state_versions or {}).get(uid, 1)
 
     def shape_mismatch(self, subtasks: Iterable[str]) -> str | None:
         """Why this checkpoint cannot restore a job of ``subtasks`` (None: it can). A checkpoint
@@ -133,8 +142,9 @@ class CheckpointManifest(BaseModel):
             f"(subtasks without state in it: {missing or 'none'}; state of subtasks the "
             f"pipeline no longer has: {extra or 'none'}). Run the pipeline as it was, or start "
             "it on new checkpoint storage (with a new pipeline name, or after deleting its "
-            "sink-progress topic); changing operators or parallelism across a restore needs a "
-            "savepoint"
+            "sink-progress topic); to add or remove operators across a restore, take a savepoint "
+            "with the pipeline as it was and start the new one --from-savepoint (another "
+            "parallelism alone needs none: the coordinator re-splits the checkpoint)"
         )
 
     def restore_point(self, subtask: str) -> RestorePoint:
@@ -146,6 +156,13 @@ class CheckpointManifest(BaseModel):
             for p, offset in offsets.items()
         }
         return RestorePoint(self.checkpoint_id, positions, snapshot.handle)
+
+    @property
+    def is_full(self) -> bool:
+        """Whether every file of this checkpoint is in its own folder (a full checkpoint),
+        shared with no other."""
+        paths = [f.path for s in self.subtasks.values() for f in s.handle.files]
+        return bool(paths) and all(p.startswith(f"{CHECKPOINTS}/") for p in paths)
 
     @property
     def full_bytes(self) -> int:

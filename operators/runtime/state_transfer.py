@@ -9,6 +9,11 @@ The asynchronous phase of a checkpoint (DESIGN.md, "Barrier protocol"):
 4. return the `StateHandle` the subtask acks with: every file's local name, storage path, size
    and checksum, which is all a restore needs.
 
+A *full* checkpoint (the coordinator left ``checkpoints/<n>/_full`` before triggering it: every
+K-th, or on demand) uploads every file to ``checkpoints/<n>/full/<sha256>`` instead, sharing no
+file with any other checkpoint, so no damaged shared file can break it; its new SSTs are not
+remembered as uploaded, so the next incremental checkpoint puts them in ``shared/``.
+
 A restore prefers the subtask's own local copy of the checkpoint folder (hard links, no
 download) when it still matches the handle, and otherwise downloads every file, verifying size
 and checksum.
@@ -33,7 +38,7 @@ from operators.state.local_checkpoint import (
     classify,
 )
 from operators.storage import Storage, StoredFile
-from operators.storage.layout import SHARED
+from operators.storage.layout import SHARED, full_checkpoint_files, full_checkpoint_marker
 
 __all__ = ["SnapshotStore", "UploadResult", "sst_checksums"]
 
@@ -63,6 +68,8 @@ class SnapshotStore:
         inventory: CheckpointInventory = await asyncio.to_thread(
             local.inventory.with_checksums, local.directory
         )
+        if await self._storage.exists(full_checkpoint_marker(inventory.checkpoint_id)):
+            return await self._upload_full(local, inventory, started)
         new_names = {f.name for f in inventory.to_upload()}
         uploaded_bytes = 0
         files: list[SnapshotFile] = []
@@ -87,6 +94,22 @@ class SnapshotStore:
             files=tuple(sorted(files, key=lambda f: f.name)),
             full_bytes=sum(f.size for f in inventory.files),
             uploaded_bytes=uploaded_bytes,
+        )
+        return UploadResult(handle, time.perf_counter() - started)
+
+    async def _upload_full(
+        self, local: LocalCheckpoint, inventory: CheckpointInventory, started: float
+    ) -> UploadResult:
+        prefix = full_checkpoint_files(inventory.checkpoint_id)
+        files = []
+        for entry in inventory.files:
+            result = await self._storage.put_content_addressed(prefix, local.directory / entry.name)
+            files.append(_snapshot_file(entry.name, result.file))
+        handle = StateHandle(
+            checkpoint_id=inventory.checkpoint_id,
+            files=tuple(sorted(files, key=lambda f: f.name)),
+            full_bytes=sum(f.size for f in inventory.files),
+            uploaded_bytes=sum(f.size for f in inventory.files),
         )
         return UploadResult(handle, time.perf_counter() - started)
 
@@ -123,9 +146,14 @@ def _inside(folder: Path, entry: SnapshotFile, checkpoint_id: int) -> Path:
 
 
 def sst_checksums(handle: StateHandle) -> dict[SstKey, str]:
-    """``(name, size) -> sha256`` of the SSTs of ``handle``: what storage already holds after a
-    restore from it."""
-    return {(f.name, f.size): f.sha256 for f in handle.files if classify(f.name) is FileKind.SST}
+    """``(name, size) -> sha256`` of the SSTs of ``handle`` in ``shared/``: what storage already
+    holds for the next incremental checkpoint after a restore from it (a full checkpoint's
+    files are its own)."""
+    return {
+        (f.name, f.size): f.sha256
+        for f in handle.files
+        if classify(f.name) is FileKind.SST and f.path.startswith(f"{SHARED}/")
+    }
 
 
 def _snapshot_file(name: str, stored: StoredFile) -> SnapshotFile:

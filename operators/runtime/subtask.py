@@ -70,6 +70,7 @@ from operators.protocol.records import (
     HeaderDecoder,
 )
 from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
+from operators.runtime.closing import close_quietly
 from operators.runtime.context import OperatorOpenContext, RecordContext
 from operators.runtime.control import ControlLink
 from operators.runtime.exceptions import (
@@ -81,7 +82,7 @@ from operators.runtime.executor import KeyedExecutor
 from operators.runtime.outputs import Outputs
 from operators.runtime.sinks import Sink, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
-from operators.runtime.wakes import WakeQueue, WakeUp
+from operators.runtime.wakes import WakeQueue, WakeUp, poll_timeout_ms
 from operators.specs import TopicKind
 from operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
 from operators.state.rocksdb import RocksDBStateStore
@@ -293,15 +294,15 @@ class Subtask:
         lock would stop the next attempt's subtask in this worker from opening it."""
         try:
             await self._executor.cancel()
-            await _quietly(self.name, "operator", self._operator.close())
+            await close_quietly(self.name, "operator", self._operator.close())
             if self._upload is not None and not self._upload.done():
                 self._upload.cancel()
                 await asyncio.gather(self._upload, return_exceptions=True)
             for closer in (self._consumer, self._producer):
                 if closer is not None:
-                    await _quietly(self.name, type(closer).__name__, closer.stop())
+                    await close_quietly(self.name, type(closer).__name__, closer.stop())
             for sink in self._each_sink():
-                await _quietly(self.name, type(sink).__name__, sink.close())
+                await close_quietly(self.name, type(sink).__name__, sink.close())
         finally:
             if self._store is not None:
                 self._store.close()
@@ -332,7 +333,13 @@ class Subtask:
         if self._upload is not None and self._upload.done():
             self._upload.result()  # an upload failure fails the subtask
         batches = await self._consumer.getmany(
-            timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.fetch_max_records
+            timeout_ms=poll_timeout_ms(
+                self._settings.fetch_timeout_ms,
+                busy=self._executor.in_flight > 0,
+                next_wake=self._wakes.next_due(),
+                now=time.monotonic(),
+            ),
+            max_records=self._settings.fetch_max_records,
         )
         for tp, fetched in batches.items():
             if fetched:
@@ -591,11 +598,3 @@ class Subtask:
         await self._operator.on_completed(checkpoint_id)
         keep = self._settings.keep_local_checkpoints
         prune_local_checkpoints(self._checkpoints_dir, keep=keep, completed=checkpoint_id)
-
-
-async def _quietly(subtask: str, what: str, closing: Awaitable[None]) -> None:
-    """Await a close step, shielded from cancellation; log (not raise) what it raises."""
-    try:
-        await asyncio.shield(closing)
-    except Exception:  # a failed close must not stop the others
-        logger.warning("%s: closing the %s failed", subtask, what, exc_info=True)

@@ -44,13 +44,15 @@ checkpoints; auto compaction stays on:
 * level compaction with ``level_compaction_dynamic_level_bytes``: most data
   sits in the last level, which is rewritten only when the level above
   overflows, so most SST bytes survive from one checkpoint to the next;
-* ``target_file_size_base`` 2 MiB (RocksDB default: 64 MiB) and
-  ``max_bytes_for_level_base`` 8 MiB: a compaction rewrites (and the next
-  checkpoint re-uploads) only the 2 MiB files overlapping its key range. With
-  1% of 200k rows updated per checkpoint (test_state_incremental), ten
-  checkpoints uploaded 1.0% of the SST bytes each, and 4.8% and 8.2% when an
-  L0 compaction ran; with 4 or 8 MiB files one such checkpoint re-uploaded
-  93%. The cost is more files (about 500 per GiB of state);
+* ``target_file_size_base`` 1 MiB (RocksDB default: 64 MiB) and
+  ``max_bytes_for_level_base`` 2 MiB: a compaction rewrites (and the next
+  checkpoint re-uploads) only the small files overlapping its key range, and
+  an L0 compaction, which merges into all of L1 when updates are spread over
+  the key space, rewrites at most about 2 MiB. ``bench.incremental_upload``
+  (1% of the keys updated per checkpoint, 50 checkpoints, uploaded / changed
+  bytes): at 200k keys the mean is 1.8x and the worst checkpoint 10.8x, where
+  2 and 8 MiB gave 4.2x and 18.9x; at 1M keys 1.8x and 11x either way. The
+  cost is more files (about 1,000 per GiB of state) and one more level;
 * each checkpoint flushes the memtable, so L0 files hold one interval's writes;
   the 32 MiB write buffer only matters for intervals that write more;
 * a 10 bit-per-key bloom filter: point reads by key are the common access;
@@ -158,8 +160,8 @@ def decode_json(raw: bytes) -> Any:
 class RocksDBOptions:
     """Tuning of the subtask's database; defaults explained in the module docstring."""
 
-    target_file_size_bytes: int = 2 * _MIB
-    max_bytes_for_level_base: int = 8 * _MIB
+    target_file_size_bytes: int = 1 * _MIB
+    max_bytes_for_level_base: int = 2 * _MIB
     write_buffer_size_bytes: int = 32 * _MIB
     bloom_bits_per_key: int = 10
     max_pending_writes: int = 10_000

@@ -4,6 +4,8 @@ Layout (DESIGN.md, "Storage")::
 
     shared/<sha256>                      content-addressed snapshot files
     checkpoints/<n>/_manifest.json       checkpoint manifest, committed create-if-absent
+    checkpoints/<n>/_full                checkpoint n is full: its files go to full/ below
+    checkpoints/<n>/full/<sha256>        files of a full checkpoint, shared with no other
     savepoints/<name>/...                self-contained savepoints
     attempts/<attempt>                   the durable attempt number
     blobs/<handle>                       payloads stored by reference
@@ -33,6 +35,8 @@ __all__ = [
     "blob_path",
     "checkpoint_manifest",
     "checkpoint_prefix",
+    "full_checkpoint_files",
+    "full_checkpoint_marker",
     "join",
     "parse_checkpoint_id",
     "savepoint_prefix",
@@ -94,6 +98,16 @@ def checkpoint_prefix(checkpoint_id: int) -> str:
 def checkpoint_manifest(checkpoint_id: int) -> str:
     """Manifest of checkpoint ``n``: ``checkpoints/<n>/_manifest.json``."""
     return f"{checkpoint_prefix(checkpoint_id)}/{MANIFEST_NAME}"
+
+
+def full_checkpoint_marker(checkpoint_id: int) -> str:
+    """Left before checkpoint ``n`` is triggered when it is to be full."""
+    return f"{checkpoint_prefix(checkpoint_id)}/_full"
+
+
+def full_checkpoint_files(checkpoint_id: int) -> str:
+    """Where a full checkpoint's files go, content-addressed: ``checkpoints/<n>/full``."""
+    return f"{checkpoint_prefix(checkpoint_id)}/full"
 
 
 def parse_checkpoint_id(path: str) -> int | None:

@@ -92,6 +92,9 @@ def register(
     listing.set_defaults(run=run_checkpoint_list)
     trigger = what.add_parser("trigger", help="trigger a checkpoint now")
     _add_url(trigger)
+    trigger.add_argument(
+        "--full", action="store_true", help="a full checkpoint: its files shared with no other"
+    )
     trigger.set_defaults(run=run_checkpoint_trigger)
     return what
 
@@ -141,7 +144,8 @@ def run_checkpoint_trigger(args: argparse.Namespace) -> int:
     """``sluicegate checkpoint trigger``."""
 
     def trigger(client: CoordinatorClient) -> None:
-        checkpoint_id = client.trigger_checkpoint()
+        full = getattr(args, "full", False)
+        checkpoint_id = client.trigger_full_checkpoint() if full else client.trigger_checkpoint()
         print(f"checkpoint {checkpoint_id} triggered; `sluicegate checkpoint list` follows it")
 
     return _run(args, trigger)

@@ -9,6 +9,9 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate up --pipeline module:attr``: broker, coordinator and workers on this machine.
 * ``sluicegate status``, ``sluicegate stop``, ``sluicegate checkpoint list|trigger|audit``: ask a
   running coordinator.
+* ``sluicegate savepoint create|list|delete``, ``sluicegate state versions``: savepoints
+  (`sluicegate.cli.savepoints`); ``coordinator`` and ``up`` take ``--from-savepoint NAME
+  [--allow-non-restored-state]``.
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person; exit 1 saying why when the agent's events show no such run, or a run that is
   not waiting (``--force`` writes the decision unchecked).
@@ -40,6 +43,7 @@ from operators.kafka import KafkaLike, KafkaSettings
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.cli.savepoints import register as register_savepoint_commands
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
 
@@ -133,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve /metrics, without a token, on this port (0: any free port, logged)",
     )
     coordinator.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    _add_restore(coordinator)
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
@@ -172,9 +177,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the coordinator's HTTP API (with /metrics) listens on N, worker i serves /metrics "
         "on N+i (default 8470: workers on 8471, 8472, ...; 0: any free port for each)",
     )
+    _add_restore(up)
     up.set_defaults(run=_up)
 
     checkpoint = register_client_commands(commands)
+    register_savepoint_commands(commands)
     audit = checkpoint.add_parser(
         "audit", help="list stored files no checkpoint references (needs no coordinator)"
     )
@@ -227,6 +234,38 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--records", type=int, default=10_000, help="word count: source records")
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _add_restore(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--from-savepoint",
+        metavar="NAME",
+        default=None,
+        help="restore the job from this savepoint (operators mapped by uid, state re-split "
+        "to the current parallelism and upgraded); once: a later start resumes from the "
+        "job's own newer checkpoints",
+    )
+    parser.add_argument(
+        "--full-checkpoint-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="every K-th checkpoint is full: its files shared with no other checkpoint, so "
+        "no damaged shared file can break it; retention keeps the newest (default 0: only on "
+        "demand, `sluicegate checkpoint trigger --full`)",
+    )
+    parser.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        help="restore even if the savepoint holds state of operators the pipeline no longer "
+        "has (that state is dropped)",
+    )
+
+
+def _restore_args(args: argparse.Namespace) -> list[str]:
+    flags = ["--from-savepoint", args.from_savepoint] if args.from_savepoint else []
+    flags += ["--full-checkpoint-every", str(args.full_checkpoint_every)]
+    return flags + (["--allow-non-restored-state"] if args.allow_non_restored_state else [])
 
 
 def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -339,7 +378,11 @@ def _coordinator(args: argparse.Namespace) -> int:
         bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
         settings=CoordinatorOptions(
-            interval_seconds=args.interval, heartbeat_timeout_seconds=args.heartbeat_timeout
+            interval_seconds=args.interval,
+            heartbeat_timeout_seconds=args.heartbeat_timeout,
+            from_savepoint=args.from_savepoint,
+            allow_non_restored_state=args.allow_non_restored_state,
+            full_checkpoint_every=args.full_checkpoint_every,
         ),
     )
     from prometheus_client import CollectorRegistry
@@ -396,10 +439,13 @@ async def _serve_coordinator(
     from agents.approval_routes import approvals_router
     from coordinator.httpapi.app import create_app
     from coordinator.httpapi.auth import Scope, identity
+    from coordinator.httpapi.savepoints import savepoints_router
     from coordinator.httpapi.server import serve
+    from coordinator.savepoints.view import CoordinatorSavepoints
     from coordinator.status import CoordinatorStatus
 
     app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
+    app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
     agents = agents_in(service.graph)
     if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
         decider = identity(tokens, Scope.APPROVE)
@@ -451,7 +497,8 @@ def _up(args: argparse.Namespace) -> int:
     base = args.metrics_port_base
     children = [
         Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
-                              "--interval", str(args.interval), "--http-port", str(base)],
+                              "--interval", str(args.interval), "--http-port", str(base),
+                              *_restore_args(args)],
               restart=False),
         *(
             Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,

@@ -34,9 +34,16 @@ _WORDS = ("kafka", "barrier", "snapshot", "agent", "tool", "model", "offset", "j
 PARTITIONS = 4
 
 
-def word_count(tag: str, *, exactly_once: bool = True, source: str | None = None) -> JobGraph:
+def word_count(
+    tag: str,
+    *,
+    exactly_once: bool = True,
+    source: str | None = None,
+    tokenizers: int = 2,
+    counters: int = 2,
+) -> JobGraph:
     """Source ``lines-<tag>`` (or ``source``) → tokenizer x2 → ``words-<tag>`` → counter x2 →
-    sink ``counts-<tag>``."""
+    sink ``counts-<tag>`` (other parallelisms: ``tokenizers``, ``counters``)."""
     lines, words, counts = source or f"lines-{tag}", f"words-{tag}", f"counts-{tag}"
 
     def tokenize(record: Record, ctx: Context) -> None:
@@ -52,8 +59,8 @@ def word_count(tag: str, *, exactly_once: bool = True, source: str | None = None
     p.source(lines, partitions=PARTITIONS)
     p.topic(words, partitions=PARTITIONS)
     p.sink(counts, partitions=PARTITIONS, exactly_once=exactly_once)
-    p.operator("tokenizer", tokenize, inputs=lines, outputs=words, parallelism=2)
-    p.operator("counter", count, inputs=words, outputs=counts, parallelism=2)
+    p.operator("tokenizer", tokenize, inputs=lines, outputs=words, parallelism=tokenizers)
+    p.operator("counter", count, inputs=words, outputs=counts, parallelism=counters)
     return p.build()
 
 

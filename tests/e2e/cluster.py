@@ -52,12 +52,13 @@ class Cluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: Counter[str] = Counter()
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, *extra: str) -> None:
+        """Start ``name`` (``coordinator`` or a worker id), with ``extra`` arguments."""
         if name == "coordinator":
             args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
-            args += ["--http-port", "0"]
+            args += ["--http-port", "0", *extra]
         else:
-            args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
+            args = ["worker", "--worker-id", name, "--slots", str(self.slots), *extra]
         self.starts[name] += 1
         log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
         self.processes[name] = subprocess.Popen(

@@ -20,6 +20,8 @@ CORES = (
     "operators.protocol.records",
     "operators.protocol.messages",
     "operators.protocol.wire",
+    "operators.savepoints.rows",
+    "operators.savepoints.manifest",
     "coordinator.checkpoints.tracker",
     "coordinator.checkpoints.pending",
     "coordinator.stopping",

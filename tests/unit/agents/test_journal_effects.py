@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -266,3 +267,60 @@ async def test_a_done_whose_write_raised_is_written_again_without_calling() -> N
     assert tool.events == ["effect.before_call", "call", "effect.after_call"]  # called once
     assert journal.get(KEY)[1] == lost[0]
     assert journal.unacknowledged(KEY) is None
+
+
+class SlowIssue(InMemoryJournal):
+    """An ``issued`` write is acknowledged only when ``acked`` is set; records the order of
+    the call and the writes in ``events`` (shared with the tool)."""
+
+    def __init__(self, events: list[str], fail_issue: bool = False) -> None:
+        super().__init__()
+        self.events = events
+        self.acked = asyncio.Event()
+        self.fail_issue = fail_issue
+
+    async def write(self, entry: JournalEntry, *, partition: int) -> None:
+        if entry.status == "issued":
+            self.events.append("issued sent")
+            await self.acked.wait()
+            if self.fail_issue:
+                raise RetryableError("issued not acknowledged")
+        await super().write(entry, partition=partition)
+        self.events.append(f"{entry.status} durable")
+
+
+@pytest.mark.parametrize("policy", [OnUnknown.FAIL, OnUnknown.LOOKUP])
+async def test_an_effect_that_may_not_be_repeated_is_issued_durably_before_the_call(
+    policy: OnUnknown,
+) -> None:
+    tool = Tool()
+    journal = SlowIssue(tool.events)
+    performing = asyncio.ensure_future(run(journal, tool, policy))
+    await asyncio.sleep(0.01)
+    assert tool.events == ["issued sent"]  # no call while issued is unacknowledged
+    journal.acked.set()
+    assert await performing == EffectResult("refunded", None, replayed=False)
+    assert tool.events[:3] == ["issued sent", "issued durable", "effect.before_call"]
+
+
+async def test_a_retryable_effect_is_called_beside_its_issued_write_done_after_it() -> None:
+    tool = Tool()
+    journal = SlowIssue(tool.events)
+    performing = asyncio.ensure_future(run(journal, tool, OnUnknown.RETRY))
+    await asyncio.sleep(0.01)
+    # Called while issued is unacknowledged; done waits for it.
+    assert sorted(tool.events) == ["call", "effect.after_call", "effect.before_call", "issued sent"]
+    assert not performing.done()
+    journal.acked.set()
+    assert await performing == EffectResult("refunded", None, replayed=False)
+    assert tool.events[-2:] == ["issued durable", "done durable"]
+    assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+
+
+async def test_a_retryable_effect_whose_issued_write_fails_is_retried_later() -> None:
+    tool = Tool()
+    journal = SlowIssue(tool.events, fail_issue=True)
+    journal.acked.set()
+    with pytest.raises(RetryableError):
+        await run(journal, tool, OnUnknown.RETRY)
+    assert journal.get(KEY) == (None, None)  # nothing durable: the next try executes again

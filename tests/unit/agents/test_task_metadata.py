@@ -47,7 +47,7 @@ def test_a_run_state_written_before_metadata_existed_reads_with_none() -> None:
     state = start_run("r1", "g", "i", Budget(), 0.0).state
     old = state.model_dump(mode="json")
     del old["metadata"]
-    assert old["schema_version"] == 1
+    old["schema_version"] = 1  # written before metadata existed: version 1, upgraded on read
     assert RunState.decode(json.dumps(old).encode()) == state
     assert state.metadata == {}
 

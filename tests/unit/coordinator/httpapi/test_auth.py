@@ -19,8 +19,10 @@ from coordinator.httpapi.auth import (
     admin_token,
     is_loopback,
 )
+from coordinator.httpapi.savepoints import savepoints_router
 from operators.exceptions import ConfigError
 from tests.unit.coordinator.httpapi.test_app import FakeView
+from tests.unit.coordinator.httpapi.test_savepoint_routes import FakeView as SavepointsView
 
 READER, APPROVER, OPERATOR = (f"{who}-token-0123456789abcdef" for who in ("r", "a", "o"))
 TOKENS_FILE = f"""
@@ -146,3 +148,27 @@ async def test_stop_and_trigger_need_the_operate_scope(
 def test_loopback_addresses() -> None:
     assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"]))
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.com", ""]))
+
+
+async def test_savepoint_routes_read_with_read_and_change_with_operate(view: FakeView) -> None:
+    tokens = ApiTokens(ApiTokens.parse(TOKENS_FILE, "tokens"))
+    savepoints = SavepointsView()
+    app = create_app(view, CollectorRegistry(), tokens=tokens)
+    app.include_router(savepoints_router(savepoints, tokens=tokens))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        assert (await api.get("/savepoints")).status_code == 401
+        assert (await api.get("/savepoints", headers=bearer(READER))).status_code == 200
+        assert (await api.get("/savepoints/a", headers=bearer(READER))).status_code == 200
+        for method, path in [
+            ("POST", "/savepoints"), ("DELETE", "/savepoints/a"), ("POST", "/checkpoints/full"),
+        ]:  # fmt: skip
+            for token in (READER, APPROVER):
+                refused = await api.request(method, path, headers=bearer(token))
+                assert refused.status_code == 403, (method, path)
+        assert savepoints.asked == []
+        assert savepoints.full == 0
+        assert "a" in savepoints.stored
+        created = await api.post("/savepoints", headers=bearer(OPERATOR))
+        deleted = await api.delete("/savepoints/a", headers=bearer(OPERATOR))
+        assert (created.status_code, deleted.status_code) == (202, 200)

@@ -21,6 +21,7 @@ def test_an_added_operator_is_refused_naming_it_and_what_to_do() -> None:
     assert reason is not None
     assert "router#0" in reason
     assert "new checkpoint storage" in reason
+    assert "--from-savepoint" in reason
 
 
 def test_another_parallelism_is_refused() -> None:

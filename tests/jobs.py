@@ -1,0 +1,56 @@
+"""A job of one worker and one coordinator with its HTTP API (savepoint routes included), all in
+the test's event loop: what the savepoint tests start, stop and start again with new code."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.savepoints import savepoints_router
+from coordinator.httpapi.server import serve
+from coordinator.options import CoordinatorOptions
+from coordinator.savepoints.view import CoordinatorSavepoints
+from coordinator.service import Coordinator
+from coordinator.status import CoordinatorStatus
+from operators.graph import JobGraph
+from operators.runtime.worker import Worker
+from operators.storage import Storage
+
+
+@dataclass
+class Job:
+    coordinator: Coordinator
+    task: asyncio.Task[None]
+    url: str
+
+
+@asynccontextmanager
+async def running(
+    graph: JobGraph, storage: Storage, bootstrap: str, work_dir: Path, **options: object
+) -> AsyncIterator[Job]:
+    """A worker, a coordinator and its HTTP API (with the savepoint routes) in this loop."""
+    settings = CoordinatorOptions(interval_seconds=0.5, heartbeat_timeout_seconds=5, **options)  # type: ignore[arg-type]
+    worker = Worker(graph, worker_id="w1", slots=6, bootstrap=bootstrap, storage=storage,
+                    work_dir=work_dir, heartbeat_seconds=0.3)  # fmt: skip
+    coordinator = Coordinator(graph, bootstrap=bootstrap, storage=storage, settings=settings)
+    app = create_app(CoordinatorStatus(coordinator), CollectorRegistry())
+    app.include_router(savepoints_router(CoordinatorSavepoints(coordinator)))
+    api = await serve(app, "127.0.0.1", 0)
+    worker_task = asyncio.create_task(worker.run())
+    task = asyncio.create_task(coordinator.run())
+    try:
+        yield Job(coordinator, task, api.url)
+    finally:
+        if not task.done():
+            coordinator.request_stop(final_checkpoint=False)
+            await asyncio.wait({task}, timeout=30)
+        for t in (task, worker_task):
+            t.cancel()
+        await asyncio.gather(task, worker_task, return_exceptions=True)
+        await api.stop()

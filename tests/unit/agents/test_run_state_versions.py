@@ -1,0 +1,62 @@
+"""RunState versions: every older stored version reads, through the upgraders, as the current
+one; a newer version is refused saying what to do. The stored documents come from the
+committed savepoint fixtures (written by older builds), never from this build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.state import SCHEMA_VERSION, RunState, RunStatus
+from agents.state_versions import CURRENT, UPGRADERS, run_state_versions, upgrade_document
+from operators.savepoints import SavepointManifest, decode_rows
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "savepoints"
+
+
+def stored_runs(name: str) -> list[tuple[bytes, bytes]]:
+    """Every ``run/`` row of the agent's state in fixture ``name``."""
+    folder = FIXTURES / name
+    manifest = SavepointManifest.parse((folder / "_savepoint.json").read_bytes())
+    rows = []
+    for partition in manifest.operators["refund-desk"].partitions:
+        if partition.file is not None:
+            data = (folder / partition.file.path).read_bytes()
+            rows += [(k, v) for k, v in decode_rows(data) if k.startswith(b"run/")]
+    return rows
+
+
+def test_every_version_below_the_current_one_has_an_upgrader() -> None:
+    assert SCHEMA_VERSION == CURRENT
+    assert sorted(UPGRADERS) == list(range(1, CURRENT))
+    assert run_state_versions().missing(1) == []
+
+
+def test_version_1_documents_of_the_fixture_read_as_the_current_version() -> None:
+    rows = stored_runs("refund-desk-runstate-v1")
+    assert len(rows) == 6
+    for _, value in rows:
+        assert json.loads(value)["schema_version"] == 1
+        state = RunState.decode(value)
+        assert state.schema_version == CURRENT
+        assert state.status is RunStatus.WAITING_APPROVAL
+        assert state.pending_approval is not None
+
+
+def test_the_row_upgrader_changes_run_rows_only_and_matches_decode() -> None:
+    versions = run_state_versions()
+    rows = [*stored_runs("refund-desk-runstate-v1"), (b"history/x/1", b'{"seq": 1}')]
+    upgraded = dict(versions.upgrade(rows, 1))
+    assert upgraded[b"history/x/1"] == b'{"seq": 1}'
+    for key, value in rows[:-1]:
+        assert json.loads(upgraded[key])["schema_version"] == CURRENT
+        assert RunState.decode(upgraded[key]) == RunState.decode(value)
+
+
+def test_a_newer_document_is_refused_with_what_to_do() -> None:
+    with pytest.raises(ValueError, match="newer than this code's"):
+        upgrade_document({"schema_version": CURRENT + 1})
+    with pytest.raises(ValueError, match="not a version"):
+        upgrade_document({"schema_version": "2"})
