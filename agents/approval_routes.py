@@ -2,8 +2,12 @@
 
 Mounted by the coordinator's HTTP API (CLI wiring) for every agent of the pipeline::
 
-    POST /agents/{agent}/runs/{run_id}/approve   {"by": "ann"}
-    POST /agents/{agent}/runs/{run_id}/reject    {"by": "ann", "reason": "wrong amount"}
+    POST /agents/{agent}/runs/{run_id}/approve   {}
+    POST /agents/{agent}/runs/{run_id}/reject    {"reason": "wrong amount"}
+
+Who decides is never taken from the body: the ``decider`` dependency the application passes
+(the coordinator's bearer-token check with the ``approve`` scope) names them, and that name is
+the decision's ``by``.
 
 Each first asks the agent's `RunDirectory` (its events topic, ``read_committed``) whether the
 run exists and waits for approval, and refuses with a JSON error ``{error, message,
@@ -14,11 +18,10 @@ when it reads it. ``"force": true`` skips the check (for a run whose events outl
 topic's retention); a decision the run cannot take is then dead-lettered or ignored by it.
 """
 
-from __future__ import annotations
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated
 
-from collections.abc import Mapping
-
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +35,7 @@ from agents.exceptions import (
 )
 from agents.messages import ApprovalDecision
 from agents.run_directory import RunDirectory
+from operators.kafka import KafkaLike
 
 __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router"]
 
@@ -39,7 +43,6 @@ __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router"]
 class DecisionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(default="api", min_length=1, max_length=200, description="who decides")
     reason: str | None = Field(default=None, max_length=2000)
     call_id: str = Field(default="", description="the call decided on; empty: the pending one")
     force: bool = Field(
@@ -54,20 +57,31 @@ class DecisionAccepted(BaseModel):
     topic: str
 
 
-def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRouter:
-    """Routes writing decisions for ``agents`` to their approvals topics at ``bootstrap``."""
+def approvals_router(
+    bootstrap: KafkaLike,
+    agents: Mapping[str, AgentTopics],
+    *,
+    decider: Callable[..., Awaitable[str]],
+) -> APIRouter:
+    """Routes writing decisions for ``agents`` to their approvals topics at ``bootstrap``.
+
+    ``decider`` is a FastAPI dependency answering who makes the request (the decision's
+    ``by``), refusing the request by raising when it may not decide.
+    """
     router = APIRouter(tags=["agents"])
     directories = {
         name: RunDirectory(bootstrap, name, topics.events) for name, topics in agents.items()
     }
     errors: dict[int | str, dict[str, object]] = {
+        401: {"model": dict[str, str], "description": "no bearer token, or an unknown one"},
+        403: {"model": dict[str, str], "description": "the token lacks the approve scope"},
         404: {"model": dict[str, str], "description": "no such agent, or no such run"},
         409: {"model": dict[str, str], "description": "the run does not wait for approval"},
         503: {"model": dict[str, str], "description": "the events topic cannot be read"},
     }
 
     async def decide(
-        agent: str, run_id: str, body: DecisionBody | None, approved: bool
+        agent: str, run_id: str, body: DecisionBody | None, approved: bool, by: str
     ) -> DecisionAccepted | JSONResponse:
         topics = agents.get(agent)
         if topics is None:
@@ -84,7 +98,7 @@ def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRo
             except EventsUnavailableError as exc:
                 return _error(503, "events_unavailable", exc.message, exc.what_to_do)
         decision = ApprovalDecision(
-            run_id=run_id, approved=approved, call_id=body.call_id, by=body.by,
+            run_id=run_id, approved=approved, call_id=body.call_id, by=by,
             reason=body.reason,
         )  # fmt: skip
         await send_decision(bootstrap, topics.approvals, decision)
@@ -100,9 +114,12 @@ def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRo
         summary="Approve the call a run waits on",
     )
     async def approve(
-        agent: str, run_id: str, body: DecisionBody | None = None
+        agent: str,
+        run_id: str,
+        by: Annotated[str, Depends(decider)],
+        body: DecisionBody | None = None,
     ) -> DecisionAccepted | JSONResponse:
-        return await decide(agent, run_id, body, True)
+        return await decide(agent, run_id, body, True, by)
 
     @router.post(
         "/agents/{agent}/runs/{run_id}/reject",
@@ -112,9 +129,12 @@ def approvals_router(bootstrap: str, agents: Mapping[str, AgentTopics]) -> APIRo
         summary="Reject the call a run waits on",
     )
     async def reject(
-        agent: str, run_id: str, body: DecisionBody | None = None
+        agent: str,
+        run_id: str,
+        by: Annotated[str, Depends(decider)],
+        body: DecisionBody | None = None,
     ) -> DecisionAccepted | JSONResponse:
-        return await decide(agent, run_id, body, False)
+        return await decide(agent, run_id, body, False, by)
 
     return router
 

@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator, Iterable
 from aiokafka import AIOKafkaProducer
 
 from agents.messages import ApprovalDecision, TaskRequest
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 
 __all__ = ["send_decision", "submit_tasks"]
 
 
-async def submit_tasks(bootstrap: str, topic: str, tasks: Iterable[TaskRequest]) -> int:
+async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskRequest]) -> int:
     """Write ``tasks`` to the tasks ``topic``; returns how many."""
     count = 0
     async with _producer(bootstrap) as producer:
@@ -31,7 +33,7 @@ async def submit_tasks(bootstrap: str, topic: str, tasks: Iterable[TaskRequest])
     return count
 
 
-async def send_decision(bootstrap: str, topic: str, decision: ApprovalDecision) -> None:
+async def send_decision(bootstrap: KafkaLike, topic: str, decision: ApprovalDecision) -> None:
     """Write one approval decision to the approvals ``topic`` and wait until it is stored."""
     async with _producer(bootstrap) as producer:
         value = decision.model_dump_json().encode()
@@ -39,8 +41,8 @@ async def send_decision(bootstrap: str, topic: str, decision: ApprovalDecision) 
 
 
 @contextlib.asynccontextmanager
-async def _producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
+async def _producer(bootstrap: KafkaLike) -> AsyncIterator[AIOKafkaProducer]:
+    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
         yield producer

@@ -35,11 +35,12 @@ import time
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from agents.exceptions import EventsUnavailableError, RunNotWaitingError, UnknownRunError
 from agents.state import RunStatus
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.runtime.partitioner import partition_for
 
 __all__ = ["RunDirectory", "RunSeen"]
@@ -60,7 +61,7 @@ class RunDirectory:
     """The runs of ``agent`` as its events ``topic`` shows them; see the module docstring."""
 
     def __init__(
-        self, bootstrap: str, agent: str, topic: str, *, read_timeout_s: float = 10.0
+        self, bootstrap: KafkaLike, agent: str, topic: str, *, read_timeout_s: float = 10.0
     ) -> None:
         self.bootstrap, self.agent, self.topic = bootstrap, agent, topic
         self._timeout = read_timeout_s
@@ -91,8 +92,8 @@ class RunDirectory:
 
     async def _catch_up(self, run_id: str) -> int:
         """Fold the committed events of ``run_id``'s partition into the index; return it."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+        consumer = kafka_clients.consumer(
+            self.bootstrap,
             isolation_level="read_committed",
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # deleted by retention under us: the oldest left
@@ -111,7 +112,7 @@ class RunDirectory:
     async def _partition_count(self) -> int:
         """The events topic's partition count, asked once (a count that changed would move
         every run's events: the engine refuses such a topic)."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = kafka_clients.admin(self.bootstrap)
         try:
             await admin.start()
             (described,) = await admin.describe_topics([self.topic])

@@ -31,6 +31,7 @@ from coordinator.restart import RestartPolicy
 from coordinator.service import Coordinator
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
 from operators.runtime.control import InMemoryBus
 from operators.runtime.subtask import Subtask, SubtaskSettings
 from operators.runtime.worker import Worker
@@ -57,7 +58,7 @@ class LocalJob:
         self,
         graph: JobGraph,
         *,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         storage: Storage,
         work_dir: Path,
         interval_seconds: float = 1.0,

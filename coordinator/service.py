@@ -70,6 +70,7 @@ from coordinator.savepoints.restoring import already_restored
 from coordinator.source_offsets import SourceOffsets
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -103,7 +104,7 @@ class Coordinator:
         self,
         graph: JobGraph,
         *,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         storage: Storage,
         settings: CoordinatorOptions | None = None,
         link: CoordinatorLink | None = None,
@@ -149,7 +150,7 @@ class Coordinator:
         """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
 
     @property
-    def kafka_bootstrap(self) -> str:
+    def kafka(self) -> KafkaLike:
         """The Kafka cluster the job runs on."""
         return self._bootstrap
 

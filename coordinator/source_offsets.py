@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.runtime.manifest import CheckpointManifest
 
 __all__ = ["SourceOffsets"]
@@ -21,10 +23,10 @@ __all__ = ["SourceOffsets"]
 class SourceOffsets:
     """Commits the source read positions of completed checkpoints; an async context."""
 
-    def __init__(self, bootstrap: str, graph: JobGraph) -> None:
+    def __init__(self, bootstrap: KafkaLike, graph: JobGraph) -> None:
         self._sources = {s.name for s in graph.sources()}
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self._consumer = kafka_clients.consumer(
+            bootstrap,
             group_id=f"sluicegate.{graph.name}",
             enable_auto_commit=False,
         )

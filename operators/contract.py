@@ -29,9 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from operators.state.store import PartitionState
+
+if TYPE_CHECKING:
+    from operators.kafka import KafkaLike
 
 __all__ = ["Context", "OpenContext", "Operator", "OperatorFactory", "ProcessFunction", "Record"]
 
@@ -92,8 +95,9 @@ class OpenContext(Protocol):
     def attempt(self) -> int: ...
 
     @property
-    def bootstrap(self) -> str:
-        """The Kafka bootstrap address, for an operator's own clients."""
+    def bootstrap(self) -> KafkaLike:
+        """How to reach Kafka (`operators.kafka.KafkaSettings`, or a PLAINTEXT bootstrap
+        address), for an operator's own clients: build them with `operators.kafka.clients`."""
         ...
 
     @property

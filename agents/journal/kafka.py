@@ -14,12 +14,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from agents.journal.entries import EntryStatus, JournalEntry, record_key
 from agents.journal.exceptions import JournalCorruptError, JournalUnavailableError
 from agents.journal.store import JournalIndex, StatusCounts
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 
 __all__ = ["KafkaJournal"]
 
@@ -61,7 +63,7 @@ class KafkaJournal:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         topic: str,
         partitions: Iterable[int],
         *,
@@ -97,9 +99,7 @@ class KafkaJournal:
             JournalUnavailableError: the broker cannot be reached, or the partitions could not
                 be read to their end in time.
         """
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, acks="all", enable_idempotence=True
-        )
+        producer = kafka_clients.producer(self._bootstrap, acks="all", enable_idempotence=True)
         try:
             try:
                 await producer.start()
@@ -226,9 +226,7 @@ class KafkaJournal:
         tps = [TopicPartition(self._topic, p) for p in self._partitions]
         if not tps:
             return
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap, enable_auto_commit=False, group_id=None
-        )
+        consumer = kafka_clients.consumer(self._bootstrap, enable_auto_commit=False, group_id=None)
         try:
             await consumer.start()
             await self._read_to_end(consumer, tps)

@@ -11,8 +11,12 @@ Every error answer, whatever raised it, is JSON of one shape (`ErrorBody`)::
 =====  ======================  ==============================================================
 code   error                   when
 =====  ======================  ==============================================================
+401    unauthorized            no bearer token, or one the coordinator does not accept
+403    insufficient_scope      the token lacks the route's scope (see `coordinator.httpapi.auth`)
+403    cross_origin            the request came from a web page (`coordinator.httpapi.guard`)
 404    not_found               no such route
 405    method_not_allowed      the route exists, the method does not (``Allow`` says which)
+415    unsupported_media_type  a request body that is not JSON
 409    checkpoint_refused      the view raised `CheckpointRefusedError`
 422    invalid_request         a request failed validation
 503    unavailable             the view raised another `RetryableError`
@@ -25,11 +29,11 @@ from __future__ import annotations
 
 import http
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
@@ -38,6 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
+from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Scope, requirement
+from coordinator.httpapi.guard import BrowserGuard
 from coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
@@ -88,18 +94,32 @@ def _error_response(description: str) -> dict[str, Any]:
 
 # Errors any operation that reads the view can answer.
 _VIEW_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _error_response("No bearer token, or one the coordinator does not accept"),
+    403: _error_response("The token lacks the scope, or the request came from a web page"),
     503: _error_response("The coordinator cannot answer now (retry later)"),
     500: _error_response("The coordinator failed; details are in its log"),
 }
 
+_ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
 _METRICS_CONTENT: dict[str, Any] = {
     "text/plain": {"schema": {"type": "string"}},
     "application/openmetrics-text": {"schema": {"type": "string"}},
 }
 
 
-def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
-    """The HTTP API over ``view``; ``GET /metrics`` exposes ``registry``."""
+def create_app(
+    view: CoordinatorView,
+    registry: CollectorRegistry,
+    *,
+    tokens: ApiTokens | None = None,
+    allowed_origins: Collection[str] = (),
+) -> FastAPI:
+    """The HTTP API over ``view``; ``GET /metrics`` exposes ``registry``.
+
+    With ``tokens``, every route but ``/healthz`` needs a bearer token with its scope;
+    without, the API is open (bind it to loopback only). Requests from web pages are refused
+    unless their origin is in ``allowed_origins`` (`BrowserGuard`).
+    """
     app = FastAPI(
         title="sluicegate coordinator",
         version=_package_version(),
@@ -111,9 +131,13 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
         generate_unique_id_function=lambda route: route.name,
     )
     _add_error_handlers(app)
+    app.add_middleware(BrowserGuard, allowed_origins=allowed_origins)
+    read = [Depends(requirement(tokens, Scope.READ))]
+    operate = [Depends(requirement(tokens, Scope.OPERATE))]
 
     @app.get(
         "/status",
+        dependencies=read,
         response_model=JobStatus,
         tags=["job"],
         summary="Job status",
@@ -125,6 +149,7 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.get(
         "/workers",
+        dependencies=read,
         response_model=list[WorkerInfo],
         tags=["job"],
         summary="Workers",
@@ -136,6 +161,7 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.get(
         "/subtasks",
+        dependencies=read,
         response_model=list[SubtaskInfo],
         tags=["job"],
         summary="Subtasks",
@@ -147,6 +173,7 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.get(
         "/checkpoints",
+        dependencies=read,
         response_model=list[CheckpointInfo],
         tags=["checkpoints"],
         summary="Checkpoints, newest first",
@@ -159,6 +186,7 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.post(
         "/checkpoints",
+        dependencies=operate,
         status_code=202,
         response_model=CheckpointTriggered,
         tags=["checkpoints"],
@@ -180,6 +208,7 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.post(
         "/stop",
+        dependencies=operate,
         response_model=JobStatus,
         tags=["job"],
         summary="Stop the job gracefully",
@@ -205,12 +234,20 @@ def create_app(view: CoordinatorView, registry: CollectorRegistry) -> FastAPI:
 
     @app.get(
         "/metrics",
+        dependencies=read,
         response_class=PlainTextResponse,
         tags=["operations"],
         summary="Prometheus metrics",
         responses={
             200: {"description": "Prometheus text exposition", "content": _METRICS_CONTENT},
-            500: _VIEW_ERRORS[500],
+            # The route's media type is text; its errors are JSON like every other error.
+            **{
+                code: {
+                    "description": _VIEW_ERRORS[code]["description"],
+                    "content": {"application/json": {"schema": _ERROR_SCHEMA}},
+                }
+                for code in (401, 403, 500)
+            },
         },
     )
     async def get_metrics(request: Request) -> Response:
@@ -312,6 +349,14 @@ def _add_error_handlers(app: FastAPI) -> None:
             ),
         )
 
+    async def on_auth_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiAuthError)
+        logger.warning("API request refused: %s", exc.message, extra=_where(request))
+        body = ErrorBody(error=exc.error, message=exc.message, what_to_do=exc.what_to_do)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _json(exc.status, body, headers)
+
+    app.add_exception_handler(ApiAuthError, on_auth_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(CheckpointRefusedError, on_checkpoint_refused)

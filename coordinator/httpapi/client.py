@@ -70,7 +70,10 @@ class CoordinatorUnreachableError(RetryableError):
 class CoordinatorClient:
     """Calls the coordinator's HTTP API at ``base_url`` (e.g. ``http://127.0.0.1:8470``)."""
 
-    def __init__(self, base_url: str, *, timeout_seconds: float = 5.0) -> None:
+    def __init__(
+        self, base_url: str, *, token: str | None = None, timeout_seconds: float = 5.0
+    ) -> None:
+        """``token``: the bearer token sent with every request (None: send none)."""
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(
@@ -79,6 +82,7 @@ class CoordinatorClient:
             )
         self.base_url = base_url.rstrip("/")
         self.timeout_seconds = timeout_seconds
+        self._token = token
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def status(self) -> JobStatus:
@@ -110,6 +114,29 @@ class CoordinatorClient:
         status, body = self._call("POST", f"/stop?{query}", extra_timeout=wait_seconds)
         return self._parse(status, body, JobStatus)
 
+    def decide(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        approved: bool,
+        reason: str | None = None,
+        call_id: str = "",
+        force: bool = False,
+    ) -> dict[str, object]:
+        """Approve or reject the call run ``run_id`` of ``agent`` waits on; the decision as
+        accepted (agent, run, topic). Who decides is the token's name. A refusal is a
+        `CoordinatorApiError`: 404 unknown run, 409 not waiting, 403 a token without the
+        ``approve`` scope."""
+        verb = "approve" if approved else "reject"
+        path = (
+            f"/agents/{urllib.parse.quote(agent, safe='')}"
+            f"/runs/{urllib.parse.quote(run_id, safe='')}/{verb}"
+        )
+        body = {"reason": reason, "call_id": call_id, "force": force}
+        status, answer = self._call("POST", path, body=json.dumps(body).encode())
+        return self._parse(status, answer, dict[str, object])
+
     def trigger_full_checkpoint(self) -> int:
         """Trigger a full checkpoint (files shared with no other); its id. Refusals are 409."""
         status, body = self._call("POST", "/checkpoints/full")
@@ -139,16 +166,23 @@ class CoordinatorClient:
         status, body = self._call("GET", path)
         return self._parse(status, body, shape)
 
-    def _call(self, method: str, path: str, *, extra_timeout: float = 0) -> tuple[int, bytes]:
+    def _call(
+        self, method: str, path: str, *, extra_timeout: float = 0, body: bytes = b"{}"
+    ) -> tuple[int, bytes]:
         """Send one request; the status and body of a 2xx answer, or raise. ``extra_timeout``:
         seconds the server is asked to wait before it answers."""
         timeout = self.timeout_seconds + extra_timeout
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if method == "POST":
+            headers["Content-Type"] = "application/json"
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
         # The scheme was checked to be http(s) in __init__.
         request = urllib.request.Request(  # noqa: S310
             self.base_url + path,
-            data=b"" if method == "POST" else None,
+            data=body if method == "POST" else None,
             method=method,
-            headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+            headers=headers,
         )
         try:
             with self._opener.open(request, timeout=timeout) as response:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 
 from coordinator.httpapi.app import ErrorBody
+from coordinator.httpapi.auth import ApiTokens, Scope, requirement
 from coordinator.httpapi.savepoint_models import (
     FullCheckpointTriggered,
     SavepointDeleted,
@@ -70,17 +71,26 @@ def _not_found(exc: SavepointNotFoundError) -> JSONResponse:
     return JSONResponse(status_code=404, content=body.model_dump())
 
 
-def savepoints_router(view: SavepointView) -> APIRouter:
-    """The savepoint routes over ``view``."""
+def savepoints_router(view: SavepointView, *, tokens: ApiTokens | None = None) -> APIRouter:
+    """The savepoint routes over ``view``; with ``tokens``, reading needs the ``read`` scope
+    and the rest ``operate`` (`coordinator.httpapi.auth`)."""
     router = APIRouter(tags=["savepoints"])
+    read = [Depends(requirement(tokens, Scope.READ))]
+    operate = [Depends(requirement(tokens, Scope.OPERATE))]
 
-    @router.get("/savepoints", response_model=list[SavepointInfo], summary="List savepoints")
+    @router.get(
+        "/savepoints",
+        dependencies=read,
+        response_model=list[SavepointInfo],
+        summary="List savepoints",
+    )
     async def get_savepoints() -> list[SavepointInfo]:
         """Stored savepoints (oldest first), then this coordinator's requests not stored."""
         return await view.savepoints()
 
     @router.post(
         "/savepoints",
+        dependencies=operate,
         status_code=202,
         response_model=SavepointInfo,
         summary="Create a savepoint",
@@ -106,6 +116,7 @@ def savepoints_router(view: SavepointView) -> APIRouter:
 
     @router.get(
         "/savepoints/{name}",
+        dependencies=read,
         response_model=SavepointInfo,
         summary="One savepoint",
         responses={404: _error("No savepoint of that name")},
@@ -118,6 +129,7 @@ def savepoints_router(view: SavepointView) -> APIRouter:
 
     @router.delete(
         "/savepoints/{name}",
+        dependencies=operate,
         response_model=SavepointDeleted,
         summary="Delete a savepoint",
         responses={
@@ -135,6 +147,7 @@ def savepoints_router(view: SavepointView) -> APIRouter:
 
     @router.post(
         "/checkpoints/full",
+        dependencies=operate,
         status_code=202,
         response_model=FullCheckpointTriggered,
         tags=["checkpoints"],

@@ -55,7 +55,10 @@ class SnapshotFile(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
+    # One plain file name, as RocksDB names them (``000012.sst``, ``MANIFEST-000005``): a
+    # manifest is read from storage, and a name with ``/`` or ``..`` made a restore write
+    # outside the subtask's state folder.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=255)
     path: str
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")

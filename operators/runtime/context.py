@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from operators.contract import Record
+from operators.kafka import KafkaLike
 from operators.runtime.wakes import WakeUp
 from operators.state.store import PartitionState
 
@@ -63,7 +64,7 @@ class OperatorOpenContext:
 
     subtask: str
     attempt: int
-    bootstrap: str
+    bootstrap: KafkaLike
     input_partitions: list[tuple[str, int]]
     owned_topics: dict[str, str]
     """suffix -> topic name"""

@@ -17,6 +17,8 @@ from typing import Generic, Self, TypeVar, get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.protocol.messages import (
     FromWorker,
     ToWorker,
@@ -40,7 +42,7 @@ class _KafkaEnd(Generic[_Out, _In]):
     """Sends to ``out_topic`` and reads ``in_topic`` from its end; types checked on receive."""
 
     def __init__(
-        self, bootstrap: str, *, out_topic: str, in_topic: str, accepts: tuple[type, ...]
+        self, bootstrap: KafkaLike, *, out_topic: str, in_topic: str, accepts: tuple[type, ...]
     ) -> None:
         self._out_topic = out_topic
         self._in = TopicPartition(in_topic, 0)
@@ -51,10 +53,8 @@ class _KafkaEnd(Generic[_Out, _In]):
 
     async def __aenter__(self) -> Self:
         """Start both clients (made here: aiokafka clients belong to a running loop)."""
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap, enable_auto_commit=False
-        )
+        self._producer = kafka_clients.producer(self._bootstrap, linger_ms=0)
+        self._consumer = kafka_clients.consumer(self._bootstrap, enable_auto_commit=False)
         try:  # a cancel during a start must still stop both clients
             await self._producer.start()
             await self._consumer.start()
@@ -97,7 +97,7 @@ class _KafkaEnd(Generic[_Out, _In]):
 class KafkaWorkerLink(_KafkaEnd[FromWorker, ToWorker]):
     """A worker's end (`operators.runtime.control.WorkerLink`) over the pipeline's topics."""
 
-    def __init__(self, bootstrap: str, pipeline: str) -> None:
+    def __init__(self, bootstrap: KafkaLike, pipeline: str) -> None:
         super().__init__(
             bootstrap,
             out_topic=to_coordinator_topic(pipeline),
@@ -109,7 +109,7 @@ class KafkaWorkerLink(_KafkaEnd[FromWorker, ToWorker]):
 class KafkaCoordinatorLink(_KafkaEnd[ToWorker, FromWorker]):
     """The coordinator's end (`operators.runtime.control.CoordinatorLink`) over Kafka."""
 
-    def __init__(self, bootstrap: str, pipeline: str) -> None:
+    def __init__(self, bootstrap: KafkaLike, pipeline: str) -> None:
         super().__init__(
             bootstrap,
             out_topic=to_workers_topic(pipeline),

@@ -8,19 +8,22 @@ from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
+
 __all__ = ["committed_from_start"]
 
 
 @contextlib.asynccontextmanager
 async def committed_from_start(
-    bootstrap: str, topic: str, partitions: int
+    bootstrap: KafkaLike, topic: str, partitions: int
 ) -> AsyncIterator[AIOKafkaConsumer]:
     """A ``read_committed`` consumer of every partition of ``topic``, at the beginning.
 
     Stopped on exit, also when a cancel interrupts its start.
     """
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    consumer = kafka_clients.consumer(
+        bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",  # records deleted under it: go on from the oldest left

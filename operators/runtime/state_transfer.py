@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operators.protocol.messages import SnapshotFile, StateHandle
+from operators.runtime.exceptions import CorruptCheckpointError
 from operators.state.local_checkpoint import (
     CheckpointInventory,
     FileKind,
@@ -128,9 +129,20 @@ class SnapshotStore:
         target.mkdir(parents=True)
         for entry in handle.files:
             stored = StoredFile(entry.path, entry.size, entry.sha256)
-            await self._storage.download_verified(stored, target / entry.name)
+            local_file = _inside(target, entry, handle.checkpoint_id)
+            await self._storage.download_verified(stored, local_file)
         logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.files))
         return target
+
+
+def _inside(folder: Path, entry: SnapshotFile, checkpoint_id: int) -> Path:
+    """Where ``entry`` goes in ``folder``; a name that would leave ``folder`` makes the
+    checkpoint corrupt (`SnapshotFile` validates names already; this guards a handle built
+    without validation, e.g. with ``model_construct``)."""
+    path = folder / entry.name
+    if path.parent != folder or entry.name in ("", ".", ".."):
+        raise CorruptCheckpointError(checkpoint_id, entry.path)
+    return path
 
 
 def sst_checksums(handle: StateHandle) -> dict[SstKey, str]:

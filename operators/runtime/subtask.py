@@ -50,6 +50,8 @@ from prometheus_client import CollectorRegistry
 
 from operators.contract import FunctionOperator, Record
 from operators.graph import JobGraph, SubtaskId
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
 from operators.protocol.channels import Channel, TopicPartition
@@ -122,7 +124,7 @@ class Subtask:
         graph: JobGraph,
         subtask: SubtaskId,
         attempt: int,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         storage: Storage,
         control: ControlLink,
         local_dir: Path,
@@ -242,8 +244,8 @@ class Subtask:
 
     async def _start_producers(self) -> None:
         assert self._store is not None
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, enable_idempotence=True, linger_ms=5
+        self._producer = kafka_clients.producer(
+            self._bootstrap, enable_idempotence=True, linger_ms=5
         )
         await self._producer.start()
         self._sinks = build_sinks(
@@ -266,8 +268,8 @@ class Subtask:
         return list(dict.fromkeys(self._sinks.values()))
 
     async def _start_consumer(self) -> None:
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+        self._consumer = kafka_clients.consumer(
+            self._bootstrap,
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="earliest",

@@ -14,11 +14,13 @@ import asyncio
 import contextlib
 import time
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from operators.exceptions import FatalError
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.protocol.wire import to_coordinator_topic, to_workers_topic
 
 __all__ = ["TopicMismatchError", "dead_letter_topic", "ensure_topics", "sink_progress_topic"]
@@ -67,10 +69,10 @@ def wanted_topics(graph: JobGraph, replication: int = 1) -> list[NewTopic]:
     return topics
 
 
-async def ensure_topics(bootstrap: str, graph: JobGraph, *, replication: int = 1) -> None:
+async def ensure_topics(bootstrap: KafkaLike, graph: JobGraph, *, replication: int = 1) -> None:
     """Create the missing topics of ``graph``; raise `TopicMismatchError` on a wrong shape."""
     wanted = wanted_topics(graph, replication)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = kafka_clients.admin(bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -36,6 +36,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from operators.graph import JobGraph, SubtaskId
+from operators.kafka import KafkaLike
 from operators.protocol.messages import (
     Assign,
     CheckpointAborted,
@@ -81,7 +82,7 @@ class Worker:
         *,
         worker_id: str,
         slots: int,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         storage: Storage,
         work_dir: Path,
         heartbeat_seconds: float = 1.0,

@@ -7,8 +7,10 @@
 * ``sluicegate stop [--url URL] [--no-checkpoint] [--timeout S]``: stop the job gracefully (a
   final checkpoint, then every subtask) and wait until it is stopped.
 
-The URL defaults to ``$SLUICEGATE_COORDINATOR_URL``, else ``http://127.0.0.1:8470``. A command
-returns 0, or prints what went wrong and what to do on stderr and returns 1.
+The URL defaults to ``$SLUICEGATE_COORDINATOR_URL``, else ``http://127.0.0.1:8470``. The
+bearer token sent is ``$SLUICEGATE_API_TOKEN``, else the content of
+``$SLUICEGATE_API_TOKEN_FILE`` (none when neither is set). A command returns 0, or prints
+what went wrong and what to do on stderr and returns 1.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from coordinator.config import CoordinatorSettings
+from coordinator.httpapi.auth import admin_token
 from coordinator.httpapi.client import (
     CoordinatorApiError,
     CoordinatorClient,
@@ -35,6 +39,7 @@ from sluicegate.cli.text import bytes_text, counts_rows, duration_text, seconds_
 __all__ = [
     "DEFAULT_URL",
     "URL_ENV",
+    "api_token",
     "coordinator_url",
     "register",
     "render_checkpoints",
@@ -97,6 +102,11 @@ def register(
 def coordinator_url(given: str | None) -> str:
     """The coordinator URL: ``given`` (--url), else the environment, else the default."""
     return given or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def api_token() -> str | None:
+    """The bearer token the CLI sends: ``$SLUICEGATE_API_TOKEN(_FILE)``, or None."""
+    return admin_token(CoordinatorSettings())
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -253,7 +263,7 @@ def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], int | N
     """Run ``action`` against the coordinator; its exit code (None: 0), or 1 on an API error."""
     url = coordinator_url(args.url)
     try:
-        return action(CoordinatorClient(url)) or 0
+        return action(CoordinatorClient(url, token=api_token())) or 0
     except CoordinatorUnreachableError as exc:
         return _fail(
             str(exc),
@@ -262,6 +272,8 @@ def _run(args: argparse.Namespace, action: Callable[[CoordinatorClient], int | N
     except CoordinatorApiError as exc:
         return _fail(f"{exc.message} (HTTP {exc.status} {exc.error})", exc.what_to_do)
     except ConfigError as exc:
+        if exc.setting.startswith("SLUICEGATE_API_TOKEN"):
+            return _fail(str(exc), "Fix the token setting (docs/security.md).")
         return _fail(str(exc), f"Pass --url or set ${URL_ENV}.")
 
 

@@ -28,6 +28,7 @@ import logging
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,15 +36,21 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from coordinator.config import CoordinatorSettings
+from coordinator.httpapi.auth import ApiTokens, is_loopback
 from coordinator.job_state import JobState
 from coordinator.service import Coordinator
-from operators.exceptions import SluicegateError
+from operators.exceptions import ConfigError, SluicegateError
+from operators.kafka import KafkaLike, KafkaSettings
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
 from sluicegate.cli.savepoints import register as register_savepoint_commands
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+from sluicegate.devkafka.secure import SaslSslListener, make_certificate
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 if TYPE_CHECKING:
     from operators.runtime.loop_health import LoopHealth
@@ -102,6 +109,21 @@ def _parser() -> argparse.ArgumentParser:
         help="producing to a topic nobody created creates it (1 partition), e.g. with kcat -P; "
         "start pipelines first so that they create their topics with the declared partitions",
     )
+    kafka.add_argument(
+        "--sasl-ssl-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also listen with SASL_SSL on N (0: any free port): a self-signed certificate is "
+        "made for 127.0.0.1 and the --user users get SCRAM-SHA-256/512 and PLAIN",
+    )
+    kafka.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="a SASL user of the --sasl-ssl-port listener (repeatable; letters, digits, . _ -)",
+    )
     kafka.set_defaults(run=_dev_kafka)
 
     pipeline_help = "the pipeline as module:attribute (a Pipeline, a JobGraph or a function)"
@@ -112,10 +134,21 @@ def _parser() -> argparse.ArgumentParser:
         "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
     )
     _add_bootstrap(coordinator)
-    coordinator.add_argument("--http-host", default="127.0.0.1", help="HTTP API address")
+    coordinator.add_argument(
+        "--http-host",
+        default="127.0.0.1",
+        help="HTTP API address; another than loopback needs API tokens (docs/security.md)",
+    )
     coordinator.add_argument(
         "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
     )
+    coordinator.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="also serve /metrics, without a token, on this port (0: any free port, logged)",
+    )
+    coordinator.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
     _add_restore(coordinator)
     coordinator.set_defaults(run=_coordinator)
 
@@ -196,7 +229,15 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="write the decision without checking that the run waits for approval",
         )
-        decide.add_argument("--by", default=_user(), help="who decides (default: $USER)")
+        decide.add_argument(
+            "--by", default=None, help="who decides (default: $USER); not with --url"
+        )
+        decide.add_argument(
+            "--url",
+            default=None,
+            help="decide through the coordinator's API at this URL instead of writing to Kafka: "
+            "who decides is then the name of $SLUICEGATE_API_TOKEN (docs/security.md)",
+        )
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
 
@@ -283,6 +324,7 @@ def _stop_on_sigterm() -> None:
 
 def _dev_kafka(args: argparse.Namespace) -> int:
     settings = CoordinatorSettings()
+    sasl_ssl = _sasl_ssl_listener(args)
     broker = DevBroker(
         port=args.port,
         controller_port=args.controller_port,
@@ -290,10 +332,21 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         auto_create_topics=args.auto_create_topics,
         kafka_home=settings.kafka_home,
+        sasl_ssl=sasl_ssl,
     )
     try:
         broker.start()
         print(f"Kafka {KAFKA_VERSION} is ready at {broker.bootstrap}", flush=True)
+        if sasl_ssl is not None:
+            user = next(iter(sasl_ssl.users), "NAME")
+            print(
+                f"SASL_SSL at {sasl_ssl.bootstrap}: SLUICEGATE_KAFKA_BOOTSTRAP={sasl_ssl.bootstrap}"
+                " SLUICEGATE_KAFKA_SECURITY_PROTOCOL=SASL_SSL"
+                " SLUICEGATE_KAFKA_SASL_MECHANISM=SCRAM-SHA-512"
+                f" SLUICEGATE_KAFKA_SASL_USERNAME={user} SLUICEGATE_KAFKA_SASL_PASSWORD=..."
+                f" SLUICEGATE_KAFKA_SSL_CAFILE={sasl_ssl.certificate.cafile}",
+                flush=True,
+            )
         print(f"broker log: {broker.log_path}; Ctrl-C stops it", flush=True)
         while broker.is_running():
             time.sleep(0.5)
@@ -303,8 +356,33 @@ def _dev_kafka(args: argparse.Namespace) -> int:
         broker.stop()
 
 
-def _bootstrap(settings: CoordinatorSettings, given: str | None = None) -> str:
-    return given or settings.kafka_bootstrap or "127.0.0.1:9092"
+def _sasl_ssl_listener(args: argparse.Namespace) -> SaslSslListener | None:
+    """The ``--sasl-ssl-port`` listener with its certificate and ``--user`` users, or None."""
+    if args.sasl_ssl_port is None:
+        if args.user:
+            raise ConfigError("--user", "users need a SASL_SSL listener: add --sasl-ssl-port")
+        return None
+    from sluicegate.devkafka.broker import free_port
+
+    users = {}
+    for given in args.user:
+        name, _, password = given.partition(":")
+        if not name or not password:
+            raise ConfigError("--user", f"{name or given!r}: give it as NAME:PASSWORD")
+        users[name] = password
+    if not users:
+        raise ConfigError("--sasl-ssl-port", "add at least one --user NAME:PASSWORD")
+    folder = (args.data_dir or Path(tempfile.mkdtemp(prefix="sluicegate-kafka-tls-"))) / "tls"
+    try:
+        return SaslSslListener(args.sasl_ssl_port or free_port(), make_certificate(folder), users)
+    except ValueError as exc:
+        raise ConfigError("--user", str(exc)) from None
+
+
+def _kafka(given: str | None = None) -> KafkaSettings:
+    """Kafka settings from ``SLUICEGATE_KAFKA_*``; ``given`` (``--bootstrap``) overrides the
+    bootstrap address, whose default is 127.0.0.1:9092."""
+    return KafkaSettings.from_env(given)
 
 
 def _coordinator(args: argparse.Namespace) -> int:
@@ -313,8 +391,9 @@ def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
 
     settings = CoordinatorSettings()
+    tokens = _api_tokens(settings, args.http_host)
     graph = load_graph(args.pipeline)
-    bootstrap = _bootstrap(settings, args.bootstrap)
+    bootstrap = _kafka(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     service = Coordinator(
         graph,
@@ -328,31 +407,71 @@ def _coordinator(args: argparse.Namespace) -> int:
             full_checkpoint_every=args.full_checkpoint_every,
         ),
     )
-    asyncio.run(_serve_coordinator(service, args.http_host, args.http_port))
+    from prometheus_client import CollectorRegistry
+
+    from coordinator.metrics import CoordinatorCollector
+    from operators.runtime.metrics_server import MetricsServer
+
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(service))
+    metrics = (
+        None
+        if args.metrics_port is None
+        else MetricsServer.start(args.metrics_host, args.metrics_port, registry)
+    )
+    try:
+        asyncio.run(_serve_coordinator(service, registry, tokens, args.http_host, args.http_port))
+    finally:
+        if metrics is not None:
+            metrics.stop()
     # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
     return 0 if service.job.state is JobState.STOPPED else 1
 
 
-async def _serve_coordinator(service: Coordinator, host: str, port: int) -> None:
-    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
-    from prometheus_client import CollectorRegistry
+def _api_tokens(settings: CoordinatorSettings, host: str) -> ApiTokens | None:
+    """The API's tokens; without any, refuse a non-loopback ``host`` and say the API is open."""
+    tokens = ApiTokens.from_settings(settings)
+    if tokens is None and not is_loopback(host):
+        raise ConfigError(
+            "--http-host",
+            f"the coordinator API would listen on {host} without authentication; set "
+            "SLUICEGATE_API_TOKEN (or SLUICEGATE_API_TOKEN_FILE, SLUICEGATE_API_TOKENS_FILE) "
+            "to require bearer tokens, or listen on 127.0.0.1 (see docs/security.md)",
+        )
+    if tokens is None:
+        logger.warning(
+            "coordinator API authentication is off (no SLUICEGATE_API_TOKEN, "
+            "SLUICEGATE_API_TOKEN_FILE or SLUICEGATE_API_TOKENS_FILE): it listens on %s only",
+            host,
+        )
+    else:
+        logger.info("coordinator API requires bearer tokens (%d configured)", len(tokens))
+    return tokens
 
+
+async def _serve_coordinator(
+    service: Coordinator,
+    registry: CollectorRegistry,
+    tokens: ApiTokens | None,
+    host: str,
+    port: int,
+) -> None:
+    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from agents.agent import agents_in
     from agents.approval_routes import approvals_router
     from coordinator.httpapi.app import create_app
+    from coordinator.httpapi.auth import Scope, identity
     from coordinator.httpapi.savepoints import savepoints_router
     from coordinator.httpapi.server import serve
-    from coordinator.metrics import CoordinatorCollector
     from coordinator.savepoints.view import CoordinatorSavepoints
     from coordinator.status import CoordinatorStatus
 
-    registry = CollectorRegistry()
-    registry.register(CoordinatorCollector(service))
-    app = create_app(CoordinatorStatus(service), registry)
-    app.include_router(savepoints_router(CoordinatorSavepoints(service)))
+    app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
+    app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
     agents = agents_in(service.graph)
     if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
-        app.include_router(approvals_router(service.kafka_bootstrap, agents))
+        decider = identity(tokens, Scope.APPROVE)
+        app.include_router(approvals_router(service.kafka, agents, decider=decider))
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:
@@ -370,7 +489,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = CoordinatorSettings()
     graph = load_graph(args.pipeline)
-    bootstrap = _bootstrap(settings, args.bootstrap)
+    bootstrap = _kafka(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     worker = Worker(
         graph,
@@ -467,13 +586,16 @@ def _decide(args: argparse.Namespace) -> int:
     from agents.messages import ApprovalDecision
     from agents.run_directory import RunDirectory
 
+    if args.url is not None:
+        return _decide_over_api(args)
+    args.by = args.by or _user()
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"
     decision = ApprovalDecision(
         run_id=args.run_id, approved=args.approved, call_id=args.call_id, by=args.by,
         reason=args.reason,
     )  # fmt: skip
-    bootstrap = _bootstrap(CoordinatorSettings())
+    bootstrap = _kafka()
 
     async def decide() -> None:
         if not args.force:
@@ -487,11 +609,39 @@ def _decide(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decide_over_api(args: argparse.Namespace) -> int:
+    """``sluicegate approve|reject RUN --url URL``: the coordinator checks the run and writes
+    the decision, with the token's name as who decides."""
+    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
+    from sluicegate.cli.commands import api_token
+
+    if args.by is not None or args.topic is not None or args.events_topic is not None:
+        raise ConfigError(
+            "--url",
+            "the coordinator takes who decides from the token and knows the agent's topics: "
+            "drop --by, --topic and --events-topic",
+        )
+    client = CoordinatorClient(args.url, token=api_token())
+    try:
+        accepted = client.decide(
+            args.agent, args.run_id, approved=args.approved, reason=args.reason,
+            call_id=args.call_id, force=args.force,
+        )  # fmt: skip
+    except CoordinatorApiError as exc:
+        print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
+        if exc.what_to_do:
+            print(f"what to do: {exc.what_to_do}", file=sys.stderr)
+        return 1
+    verb = "approved" if args.approved else "rejected"
+    print(f"{verb} run {args.run_id} (written to {accepted.get('topic')} by the coordinator)")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sluicegate.demos.refund_desk.run import run_agent_demo
     from sluicegate.demos.wordcount import run_demo
 
-    def run(bootstrap: str) -> int:
+    def run(bootstrap: KafkaLike) -> int:
         if args.wordcount:
             return asyncio.run(run_demo(bootstrap, args.records))
         demo = run_agent_demo(
@@ -501,7 +651,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = CoordinatorSettings()
     if settings.kafka_bootstrap:
-        return run(settings.kafka_bootstrap)
+        return run(_kafka())
     with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
         print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
         return run(broker.bootstrap)

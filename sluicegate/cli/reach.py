@@ -6,8 +6,9 @@ A wrong ``--bootstrap`` (or a broker not up yet) used to end ``sluicegate worker
 
     cannot reach Kafka at 127.0.0.1:1: [Errno 111] Connection refused; retrying in 2 s
 
-The TCP listener is tried first (the Kafka client logs every refused connection as an error),
-then a metadata round trip must succeed.
+Each attempt is `operators.kafka.probe.probe`: one connection with the cluster's security
+settings, then a metadata round trip. Credentials or a certificate the cluster refuses are
+not retried: the command ends with one line saying what to check (docs/security.md).
 """
 
 from __future__ import annotations
@@ -16,63 +17,42 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from aiokafka.client import AIOKafkaClient
+from operators.kafka import KafkaLike
+from operators.kafka.exceptions import KafkaUnreachableError
+from operators.kafka.probe import probe
 
 __all__ = ["wait_for_kafka"]
 
 logger = logging.getLogger(__name__)
 
-_CONNECT_TIMEOUT_S = 5.0
-
 
 async def wait_for_kafka(
-    bootstrap: str,
+    kafka: KafkaLike,
     *,
     first_delay_s: float = 1.0,
     max_delay_s: float = 30.0,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> int:
-    """Return once ``bootstrap`` answers a metadata request; the number of failed attempts.
+    """Return once ``kafka`` answers a metadata request; the number of failed attempts.
 
-    Between attempts it waits ``first_delay_s``, doubling up to ``max_delay_s``.
+    Between attempts it waits ``first_delay_s``, doubling up to ``max_delay_s``. Credentials
+    or TLS the cluster refuses are not retried: `KafkaAuthenticationError`, one line.
     """
     delay, failures = first_delay_s, 0
     while True:
-        problem = await _problem(bootstrap)
-        if problem is None:
-            if failures:
-                logger.info("reached Kafka at %s", bootstrap)
-            return failures
-        failures += 1
-        logger.warning(
-            "cannot reach Kafka at %s: %s; retrying in %s s", bootstrap, problem, f"{delay:g}"
-        )
-        await sleep(delay)
-        delay = min(delay * 2, max_delay_s)
-
-
-async def _problem(bootstrap: str) -> str | None:
-    """Why ``bootstrap`` cannot be used now, or None once it answers."""
-    reasons = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
         try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host.strip("[]"), int(port)), _CONNECT_TIMEOUT_S
+            await probe(kafka)
+        except KafkaUnreachableError as exc:
+            failures += 1
+            logger.warning(
+                "cannot reach Kafka at %s: %s; retrying in %s s",
+                exc.target,
+                exc.reason,
+                f"{delay:g}",
             )
-        except (OSError, ValueError, TimeoutError) as exc:
-            reasons.append(str(exc) or type(exc).__name__)
+            await sleep(delay)
+            delay = min(delay * 2, max_delay_s)
             continue
-        writer.close()
-        await writer.wait_closed()
-        break
-    else:
-        return "; ".join(dict.fromkeys(reasons))
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        await client.bootstrap()
-    except Exception as exc:  # noqa: BLE001 - any failure here means "not yet", said in one line
-        return str(exc) or type(exc).__name__
-    finally:
-        await client.close()
-    return None
+        if failures:
+            logger.info("reached Kafka at %s", kafka)
+        return failures

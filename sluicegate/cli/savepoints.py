@@ -32,6 +32,7 @@ from coordinator.savepoints.view import stored_info
 from operators.savepoints import SavepointError, SavepointNotFoundError
 from operators.savepoints.store import SavepointStore
 from operators.storage import Storage, open_storage
+from sluicegate.cli.commands import api_token
 from sluicegate.cli.text import bytes_text, table
 
 __all__ = ["progress_line", "register", "render_savepoints"]
@@ -115,7 +116,7 @@ def _fail(message: str, what_to_do: str = "") -> int:
 
 
 def _create(args: argparse.Namespace, url: str) -> int:
-    client = CoordinatorClient(url)
+    client = CoordinatorClient(url, token=api_token())
     try:
         info = client.create_savepoint(args.name, stop=args.stop)
     except CoordinatorUnreachableError as exc:

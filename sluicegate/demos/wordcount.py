@@ -17,11 +17,13 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord
+from aiokafka import ConsumerRecord
 
 from coordinator.local import LocalJob
 from operators.contract import Context, Record
 from operators.graph import JobGraph
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.pipeline import Pipeline
 from operators.runtime.readers import committed_from_start
 from operators.storage import open_storage
@@ -67,9 +69,9 @@ def demo_graph() -> JobGraph:
     return word_count("demo")
 
 
-async def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
+async def produce_lines(bootstrap: KafkaLike, topic: str, lines: list[str]) -> None:
     """Write ``lines`` to ``topic`` with an idempotent producer."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
+    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, linger_ms=5)
     try:
         await producer.start()
         for i, line in enumerate(lines):
@@ -80,7 +82,7 @@ async def produce_lines(bootstrap: str, topic: str, lines: list[str]) -> None:
 
 
 async def read_sink(
-    bootstrap: str, topic: str, expected: int, timeout_s: float
+    bootstrap: KafkaLike, topic: str, expected: int, timeout_s: float
 ) -> list[ConsumerRecord[bytes, bytes]]:
     """Every committed record of ``topic`` once ``expected`` have arrived (or the time is up)."""
     async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
@@ -102,7 +104,7 @@ def counts_by_word(records: Iterable[ConsumerRecord[bytes, bytes]]) -> dict[str,
 
 
 async def run_demo(
-    bootstrap: str, records: int, *, state_dir: Path | None = None, seed: int = 7
+    bootstrap: KafkaLike, records: int, *, state_dir: Path | None = None, seed: int = 7
 ) -> int:
     """Run the word count with a crash in the middle; print what happened; 0 when exact."""
     tag = uuid.uuid4().hex[:8]

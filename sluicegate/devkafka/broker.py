@@ -27,10 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from aiokafka.admin import AIOKafkaAdminClient
-
+from operators.kafka import clients as kafka_clients
 from sluicegate.devkafka.exceptions import BrokerStartError
 from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
+from sluicegate.devkafka.secure import SaslSslListener
 
 __all__ = [
     "DevBroker",
@@ -65,7 +65,7 @@ async def wait_until_ready(bootstrap: str, timeout_s: float) -> None:
             raise TimeoutError(f"nothing listens on {bootstrap} after {timeout_s}s")
         await asyncio.sleep(0.25)
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+        admin = kafka_clients.admin(bootstrap, request_timeout_ms=5000)
         try:
             await admin.start()
             cluster = await admin.describe_cluster()
@@ -87,16 +87,24 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def server_properties(
-    *, port: int, controller_port: int, log_dir: Path, auto_create_topics: bool = False
+    *,
+    port: int,
+    controller_port: int,
+    log_dir: Path,
+    auto_create_topics: bool = False,
+    sasl_ssl: SaslSslListener | None = None,
 ) -> str:
-    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in."""
+    """The broker's ``server.properties``: the template in ``deploy/kafka`` filled in, plus
+    the settings of a SASL_SSL listener if given."""
     template = string.Template((broker_resources() / "server.properties").read_text())
-    return template.substitute(
+    text = template.substitute(
         port=port,
         controller_port=controller_port,
         log_dir=log_dir,
         auto_create_topics=str(auto_create_topics).lower(),
+        extra_listeners="" if sasl_ssl is None else f",{sasl_ssl.listener}",
     )
+    return text if sasl_ssl is None else text + sasl_ssl.properties()
 
 
 def on_host(properties: str, host: str, port: int) -> str:
@@ -131,6 +139,8 @@ class DevBroker:
     authentication), the controller still on loopback.
     ``auto_create_topics``: producing to a topic nobody created creates it (one partition), for
     experiments with kcat; off by default, since it races the coordinator's own topic creation.
+    ``sasl_ssl``: a second listener with TLS and SCRAM/PLAIN users (`sluicegate.devkafka.secure`);
+    its users are added when storage is formatted.
     """
 
     def __init__(
@@ -144,8 +154,10 @@ class DevBroker:
         heap: str = "512m",
         ready_timeout_s: float = 90.0,
         auto_create_topics: bool = False,
+        sasl_ssl: SaslSslListener | None = None,
     ) -> None:
         self.port = port or free_port()
+        self.sasl_ssl = sasl_ssl
         self.auto_create_topics = auto_create_topics
         self._given_controller_port = controller_port
         self.controller_port: int | None = None
@@ -302,6 +314,7 @@ class DevBroker:
                 controller_port=self.controller_port,
                 log_dir=data_dir / "log",
                 auto_create_topics=self.auto_create_topics,
+                sasl_ssl=self.sasl_ssl,
             )
         )
         if self.host != "127.0.0.1":
@@ -312,6 +325,8 @@ class DevBroker:
         cluster_id = new_cluster_id()
         command = [java, "-cp", classpath, "kafka.tools.StorageTool", "format",
                    "-t", cluster_id, "-c", str(config)]  # fmt: skip
+        if self.sasl_ssl is not None:
+            command += self.sasl_ssl.format_arguments()
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise BrokerStartError("formatting KRaft storage failed", done.stdout + done.stderr)

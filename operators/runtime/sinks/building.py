@@ -10,6 +10,7 @@ producer. Topics between operators get none.
 from __future__ import annotations
 
 from operators.graph import JobGraph, SubtaskId
+from operators.kafka import KafkaLike
 from operators.pipeline import TopicKind
 from operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordSender
 from operators.runtime.sinks.contract import Sink
@@ -26,7 +27,7 @@ def build_sinks(
     graph: JobGraph,
     subtask: SubtaskId,
     *,
-    bootstrap: str,
+    bootstrap: KafkaLike,
     producer: RecordSender,
     metadata: PartitionState,
 ) -> dict[str, Sink]:

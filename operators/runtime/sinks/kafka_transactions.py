@@ -31,6 +31,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from operators.exceptions import RetryableError
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.runtime.sinks.write_ahead import SinkOutput
 
 __all__ = ["KafkaTransactions", "SinkProgressUnsettledError"]
@@ -58,7 +60,7 @@ class KafkaTransactions:
     """Implements `Transactions` on a real broker; steps in the module docstring."""
 
     def __init__(
-        self, bootstrap: str, *, transactional_id: str, progress_topic: str, subtask: str
+        self, bootstrap: KafkaLike, *, transactional_id: str, progress_topic: str, subtask: str
     ) -> None:
         self._bootstrap = bootstrap
         self._transactional_id = transactional_id
@@ -67,8 +69,8 @@ class KafkaTransactions:
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
+        self._producer = kafka_clients.producer(
+            self._bootstrap,
             transactional_id=self._transactional_id,
             linger_ms=5,
         )
@@ -111,8 +113,8 @@ class KafkaTransactions:
         """Read the progress partition from its start to its end (with ``past``: once that end
         is beyond offset ``past``): the offset of this subtask's last progress record and the
         checkpoint it names (None and 0 when there is none)."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+        consumer = kafka_clients.consumer(
+            self._bootstrap,
             isolation_level=isolation,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from agents.client import send_decision
 from agents.messages import ApprovalDecision
+from operators.kafka import KafkaLike
 from operators.runtime.readers import committed_from_start
 
 __all__ = ["Approver"]
@@ -27,7 +28,7 @@ class Approver:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: KafkaLike,
         *,
         events: str,
         approvals: str,

@@ -34,7 +34,10 @@ from agents.client import submit_tasks
 from agents.messages import TaskRequest
 from coordinator.httpapi.client import CoordinatorClient
 from operators.exceptions import SluicegateError
+from operators.kafka import KafkaLike
+from operators.kafka import clients as kafka_clients
 from operators.runtime.readers import committed_from_start
+from sluicegate.cli.commands import api_token
 from sluicegate.cli.supervisor import Child, Supervisor
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
@@ -54,7 +57,9 @@ TOPICS = AgentTopics(
 )
 
 
-async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_delay_s: float) -> int:
+async def run_agent_demo(
+    bootstrap: KafkaLike, *, runs: int, kill: bool, approval_delay_s: float
+) -> int:
     """Steps in the module docstring; returns the exit code."""
     for noisy in (
         "uvicorn",
@@ -68,7 +73,7 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
     name = f"refund-demo-{int(time.time())}"
     with WorldServer() as world:
         env = {
-            "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap,
+            **kafka_clients.settings_of(bootstrap).to_env(),
             "SLUICEGATE_STORAGE_URL": str(root / "checkpoints"),
             "SLUICEGATE_STATE_DIR": str(root / "state"),
             "SLUICEGATE_WORLD_URL": world.url,
@@ -93,7 +98,7 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
             bootstrap, events=TOPICS.events, approvals=TOPICS.approvals,
             partitions=PARTITIONS, delay_s=approval_delay_s,
         )  # fmt: skip
-        client = CoordinatorClient(f"http://127.0.0.1:{port}")
+        client = CoordinatorClient(f"http://127.0.0.1:{port}", token=api_token())
         started = time.monotonic()
         approving: asyncio.Task[None] | None = None
         try:
@@ -132,7 +137,7 @@ async def run_agent_demo(bootstrap: str, *, runs: int, kill: bool, approval_dela
 
 
 async def _follow(
-    bootstrap: str,
+    bootstrap: KafkaLike,
     runs: int,
     kill: bool,
     children: list[Child],

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from agents.agent import AgentTopics, add_agent, agents_in
 from agents.approval_routes import approvals_router
 from agents.messages import TaskRequest
+from coordinator.httpapi.auth import Scope, identity
 from coordinator.local import LocalJob
 from operators.pipeline import Pipeline
 from operators.runtime.partitioner import partition_for
@@ -137,7 +138,8 @@ async def approval_reaches_the_run(
     )  # fmt: skip
     add_agent(p, refund_desk(world.url), partitions=PARTITIONS, parallelism=2, topics=topics)
     app = FastAPI()
-    app.include_router(approvals_router(kafka_bootstrap, agents_in(p.build())))
+    decider = identity(None, Scope.APPROVE)  # the API without tokens: open, on loopback
+    app.include_router(approvals_router(kafka_bootstrap, agents_in(p.build()), decider=decider))
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
     job = LocalJob(
         p.build(), bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "storage"),
@@ -163,7 +165,7 @@ async def approval_reaches_the_run(
 
         # 2. The approval, through sluicegate's API (murmur2): it must reach the run.
         approve = f"/agents/refund-desk/runs/{run_id}/approve"
-        accepted = await api.post(approve, json={"by": "ann"})
+        accepted = await api.post(approve, json={})
         assert accepted.status_code == 202, accepted.text
         result = await wait_for_record(kafka_bootstrap, topics.results, 30, run_id=run_id)
         # 3. Exactly once: two more checkpoints later, still one result and one email.
@@ -171,7 +173,7 @@ async def approval_reaches_the_run(
         results = await committed_records(kafka_bootstrap, topics.results, PARTITIONS)
         dead = await committed_records(kafka_bootstrap, dead_letter_topic(p.name), 1)
         # 4. A decision the finished run cannot take is refused, not accepted and lost.
-        again = await api.post(approve, json={"by": "ann"})
+        again = await api.post(approve, json={})
     finally:
         await job.crash()
         await api.aclose()

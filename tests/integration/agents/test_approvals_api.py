@@ -1,9 +1,11 @@
 """Approve and reject, over HTTP and from the CLI: a decision is written to the agent's
 approvals topic only for a run that its events topic shows waiting for approval; any other is
-refused loudly (404 unknown run, 409 not waiting, CLI exit 1) instead of accepted and lost."""
+refused loudly (404 unknown run, 409 not waiting, CLI exit 1) instead of accepted and lost.
+Over HTTP, who decides is the bearer token's name, never what the body says."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,15 +16,43 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
 
 from agents.agent import AgentTopics, add_agent, agents_in
 from agents.approval_routes import approvals_router
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
+from coordinator.httpapi.server import serve
 from operators.pipeline import Pipeline
 from operators.runtime.partitioner import partition_for
 from sluicegate.demos.refund_desk.agent import refund_desk
 from tests.conftest import TopicFactory
+from tests.unit.coordinator.httpapi.test_app import FakeView
 
 PARTITIONS = 4
+ANN, BOB, READER = "ann-token-0123456789", "bob-token-0123456789", "reader-token-0123456789"
+TOKENS = ApiTokens({
+    ANN: Principal.granted("ann", [Scope.APPROVE]),
+    BOB: Principal.granted("bob", [Scope.APPROVE, Scope.OPERATE]),
+    READER: Principal.granted("rita", [Scope.READ]),
+})  # fmt: skip
+
+
+def as_user(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def router_app(bootstrap: str, agents: dict[str, AgentTopics]) -> FastAPI:
+    app = FastAPI()
+
+    async def refused(request: object, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiAuthError)
+        return JSONResponse(status_code=exc.status, content={"error": exc.error})
+
+    app.add_exception_handler(ApiAuthError, refused)
+    app.include_router(approvals_router(bootstrap, agents, decider=identity(TOKENS, Scope.APPROVE)))
+    return app
 
 
 async def write_events(bootstrap: str, topic: str, *events: dict[str, object]) -> None:
@@ -70,10 +100,10 @@ async def api(kafka_bootstrap: str, topics: AgentTopics) -> AsyncIterator[httpx.
     add_agent(p, refund_desk("http://127.0.0.1:1"), partitions=PARTITIONS, topics=topics)
     agents = agents_in(p.build())
     assert agents == {"refund-desk": topics}
-    app = FastAPI()
-    app.include_router(approvals_router(kafka_bootstrap, agents))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+    transport = httpx.ASGITransport(app=router_app(kafka_bootstrap, agents))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://api", headers=as_user(ANN)
+    ) as client:
         yield client
 
 
@@ -98,10 +128,11 @@ async def decisions_in(
 async def test_decisions_on_a_waiting_run_are_written(
     kafka_bootstrap: str, topics: AgentTopics, api: httpx.AsyncClient
 ) -> None:
-    ok = await api.post("/agents/refund-desk/runs/waits/approve", json={"by": "ann"})
+    ok = await api.post("/agents/refund-desk/runs/waits/approve", json={})
     no = await api.post(
         "/agents/refund-desk/runs/waits/reject",
-        json={"by": "bob", "reason": "too much", "call_id": "call-1"},
+        json={"reason": "too much", "call_id": "call-1"},
+        headers=as_user(BOB),
     )
     assert ok.status_code == no.status_code == 202, (ok.text, no.text)
     assert ok.json() == {"agent": "refund-desk", "run_id": "waits", "approved": True,
@@ -112,6 +143,25 @@ async def test_decisions_on_a_waiting_run_are_written(
         (True, "ann", None), (False, "bob", "too much"),
     ]  # fmt: skip
     assert {r.key for r in records} == {b"waits"}
+
+
+async def test_who_decides_is_the_token_never_the_body(
+    kafka_bootstrap: str, topics: AgentTopics, api: httpx.AsyncClient
+) -> None:
+    path = "/agents/refund-desk/runs/waits/approve"
+    forged = await api.post(path, json={"by": "the-ceo"})
+    anonymous = await api.post(path, headers={"Authorization": ""})
+    unknown = await api.post(path, headers=as_user("not-a-token-0123456789"))
+    reader = await api.post(path, headers=as_user(READER))
+    assert forged.status_code == 422, forged.text  # `by` is no field of the body
+    assert (anonymous.status_code, unknown.status_code) == (401, 401)
+    assert reader.status_code == 403
+    assert reader.json() == {"error": "insufficient_scope"}
+    # Nothing was written by any of them: the one decision in the topic is the next one.
+    decided = await api.post(path, json={"force": True})
+    assert decided.status_code == 202
+    (record,) = await decisions_in(kafka_bootstrap, topics.approvals, 1)
+    assert json.loads(record.value or b"")["by"] == "ann"
 
 
 async def test_approve_of_an_unknown_run_is_refused_with_404(api: httpx.AsyncClient) -> None:
@@ -155,10 +205,10 @@ async def test_force_writes_without_the_check(
 
 async def test_an_unreadable_events_topic_answers_503(kafka_bootstrap: str) -> None:
     topics = AgentTopics(tasks="t", approvals="a", events="no-such-events-topic", results="r")
-    app = FastAPI()
-    app.include_router(approvals_router(kafka_bootstrap, {"desk": topics}))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+    transport = httpx.ASGITransport(app=router_app(kafka_bootstrap, {"desk": topics}))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://api", headers=as_user(ANN)
+    ) as client:
         answer = await client.post("/agents/desk/runs/r/approve")
     assert answer.status_code == 503
     assert answer.json()["error"] == "events_unavailable"
@@ -185,3 +235,40 @@ def test_cli_approve_of_an_unknown_run_exits_1_saying_why(
     waits = cli("waits")
     assert waits.returncode == 0, waits.stderr
     assert "approved run waits" in waits.stdout
+
+
+async def test_cli_decides_through_the_api_as_the_token_says(
+    kafka_bootstrap: str, topics: AgentTopics
+) -> None:
+    app = create_app(FakeView(), CollectorRegistry(), tokens=TOKENS)
+    app.include_router(
+        approvals_router(
+            kafka_bootstrap, {"refund-desk": topics}, decider=identity(TOKENS, Scope.APPROVE)
+        )
+    )
+    server = await serve(app, "127.0.0.1", 0)
+
+    async def cli(token: str, *args: str) -> tuple[int, str, str]:
+        env = {**os.environ, "SLUICEGATE_API_TOKEN": token}
+        env.pop("SLUICEGATE_API_TOKEN_FILE", None)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sluicegate", "approve", "waits", "--url", server.url, *args,
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        return process.returncode or 0, out.decode(), err.decode()
+
+    try:
+        reader = await cli(READER)
+        forged = await cli(ANN, "--by", "the-ceo")
+        ann = await cli(ANN)
+    finally:
+        await server.stop()
+    assert reader[0] == 1
+    assert "lacks the scope 'approve' (HTTP 403 insufficient_scope)" in reader[2]
+    assert forged[0] == 1
+    assert "drop --by" in forged[2]
+    assert ann[0] == 0, ann[2]
+    assert f"approved run waits (written to {topics.approvals} by the coordinator)" in ann[1]
+    (record,) = await decisions_in(kafka_bootstrap, topics.approvals, 1)
+    assert json.loads(record.value or b"")["by"] == "ann"

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from coordinator.httpapi.app import create_app
+from coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from coordinator.httpapi.server import ApiServer, serve
 from sluicegate.cli.commands import (
     DEFAULT_URL,
@@ -234,3 +235,25 @@ def test_the_url_flag_beats_the_environment_which_beats_the_default(
     monkeypatch.setenv(URL_ENV, "http://coordinator:8470")
     assert coordinator_url(None) == "http://coordinator:8470"
     assert coordinator_url("http://elsewhere:1") == "http://elsewhere:1"
+
+
+async def test_the_cli_sends_the_token_of_the_environment(
+    view: FakeView, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "cli-token-0123456789abcdef"
+    tokens = ApiTokens({token: Principal.granted("ops", [Scope.OPERATE])})
+    server = await serve(create_app(view, CollectorRegistry(), tokens=tokens), "127.0.0.1", 0)
+    try:
+        monkeypatch.delenv("SLUICEGATE_API_TOKEN", raising=False)
+        monkeypatch.delenv("SLUICEGATE_API_TOKEN_FILE", raising=False)
+        assert await sluicegate("stop", "--url", server.url) == 1
+        err = capsys.readouterr().err
+        assert "needs a bearer token (Authorization: Bearer <token>) (HTTP 401 unauthorized)" in err
+        assert "what to do: Set SLUICEGATE_API_TOKEN" in err
+        assert view.stop_calls == []
+        monkeypatch.setenv("SLUICEGATE_API_TOKEN", token)
+        assert await sluicegate("stop", "--url", server.url, "--timeout", "1") == 0
+        assert await sluicegate("checkpoint", "trigger", "--url", server.url) == 0
+    finally:
+        await server.stop()
+    assert view.stop_calls == [(True, 1.0)]

@@ -10,6 +10,7 @@ import pytest
 
 from sluicegate.cli import main as cli
 from sluicegate.devkafka.broker import DevBroker, server_properties
+from sluicegate.devkafka.secure import SaslSslListener, make_certificate
 
 
 def properties(text: str) -> dict[str, str]:
@@ -79,3 +80,64 @@ def test_the_cli_passes_the_controller_port_to_the_broker(
 
     args = cli._parser().parse_args(["dev", "kafka"])
     assert args.controller_port == 0  # any free port, chosen at each start
+
+
+def test_a_sasl_ssl_listener_is_added_with_its_users_and_keystore(tmp_path: Path) -> None:
+    certificate = make_certificate(tmp_path / "tls")
+    listener = SaslSslListener(19094, certificate, {"alice": "alice-pw", "bob": "bob-pw"})
+    rendered = properties(
+        server_properties(port=19092, controller_port=19093, log_dir=tmp_path, sasl_ssl=listener)
+    )
+    assert rendered["listeners"] == (
+        "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,SASL_SSL://127.0.0.1:19094"
+    )
+    assert rendered["advertised.listeners"].endswith(",SASL_SSL://127.0.0.1:19094")
+    assert "SASL_SSL:SASL_SSL" in rendered["listener.security.protocol.map"]
+    assert rendered["inter.broker.listener.name"] == "PLAINTEXT"
+    assert rendered["listener.name.sasl_ssl.ssl.keystore.location"] == str(certificate.keystore)
+    assert rendered["sasl.enabled.mechanisms"] == "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    plain = rendered["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert 'user_alice="alice-pw" user_bob="bob-pw"' in plain
+    assert listener.format_arguments()[:4] == [
+        "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-pw]",
+        "--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-pw]",
+    ]  # fmt: skip
+    plain_only = properties(server_properties(port=1, controller_port=2, log_dir=tmp_path))
+    assert plain_only["listeners"] == "PLAINTEXT://127.0.0.1:1,CONTROLLER://127.0.0.1:2"
+    assert "sasl.enabled.mechanisms" not in plain_only
+
+
+def test_dev_broker_users_cannot_break_the_jaas_line(tmp_path: Path) -> None:
+    certificate = make_certificate(tmp_path)
+    with pytest.raises(ValueError, match="letters, digits"):
+        SaslSslListener(1, certificate, {"eve": 'x" user_admin="y'})
+
+
+def test_the_cli_adds_a_sasl_ssl_listener_with_its_users(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made: list[DevBroker] = []
+
+    class Started(DevBroker):
+        def start(self) -> None:
+            made.append(self)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "DevBroker", Started)
+    argv = ["dev", "kafka", "--data-dir", str(tmp_path), "--sasl-ssl-port", "19094"]
+    args = cli._parser().parse_args([*argv, "--user", "alice:pw-1", "--user", "bob:pw-2"])
+    with pytest.raises(KeyboardInterrupt):
+        args.run(args)
+    (broker,) = made
+    assert broker.sasl_ssl is not None
+    assert broker.sasl_ssl.port == 19094
+    assert dict(broker.sasl_ssl.users) == {"alice": "pw-1", "bob": "pw-2"}
+    assert broker.sasl_ssl.certificate.cafile == tmp_path / "tls" / "ca.pem"
+    assert broker.sasl_ssl.certificate.keystore.exists()
+    for wrong, problem in [
+        (["--sasl-ssl-port", "0"], "add at least one --user"),
+        (["--sasl-ssl-port", "0", "--user", "alice"], "give it as NAME:PASSWORD"),
+        (["--user", "alice:pw"], "add --sasl-ssl-port"),
+    ]:
+        assert cli.main(["dev", "kafka", *wrong]) == 1
+        assert problem in capsys.readouterr().err

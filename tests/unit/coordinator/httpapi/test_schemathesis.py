@@ -1,4 +1,5 @@
-"""Schemathesis against the live server's own OpenAPI spec: every operation, every check.
+"""Schemathesis against the live server's own OpenAPI spec: every operation, every check,
+with API tokens on (so its authentication checks send requests without the token, too).
 
 The server runs in its own event loop on a background thread, because schemathesis calls it
 synchronously from the test.
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from schemathesis.core.result import Ok
 
 from coordinator.httpapi.app import create_app
+from coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from coordinator.httpapi.server import serve
 from coordinator.httpapi.view import (
     CheckpointInfo,
@@ -30,6 +32,7 @@ from coordinator.httpapi.view import (
     WorkerInfo,
 )
 
+TOKEN = "schemathesis-token-0123456789"
 OPERATIONS = {
     "GET /status",
     "GET /workers",
@@ -103,7 +106,8 @@ def api_url() -> Iterator[str]:
     registry = CollectorRegistry()
     Counter("sg_test_records_in", "records read", ["topic"], registry=registry).labels("t").inc()
     Histogram("sg_test_duration_seconds", "a duration", registry=registry).observe(0.2)
-    app = create_app(ScriptedView(), registry)
+    tokens = ApiTokens({TOKEN: Principal.granted("tester", Scope)})
+    app = create_app(ScriptedView(), registry, tokens=tokens)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="api-server", daemon=True)
     thread.start()
@@ -127,6 +131,17 @@ def api_schema(api_url: str) -> schemathesis.BaseSchema:
 pytestmark = pytest.mark.usefixtures("schemathesis_node_id")
 
 schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.auth()
+class BearerToken:
+    """Sends the token; schemathesis leaves it out where it checks that auth is required."""
+
+    def get(self, case: schemathesis.Case[Any], context: Any) -> str:
+        return TOKEN
+
+    def set(self, case: schemathesis.Case[Any], data: str, context: Any) -> None:
+        case.headers["Authorization"] = f"Bearer {data}"
 
 
 def test_the_spec_lists_every_operation(api_schema: schemathesis.BaseSchema) -> None:

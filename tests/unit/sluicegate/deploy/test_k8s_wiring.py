@@ -15,23 +15,12 @@ from typing import Any
 import pytest
 
 from coordinator.config import CoordinatorSettings
+from operators.kafka.settings import _EnvKafkaSettings
 from sluicegate.cli.loader import load_graph
 from sluicegate.cli.main import _parser
 from sluicegate.deploy import render
 from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, build, find
-
-PLACEHOLDERS = {
-    # Issue 13 (security): the names of its KafkaSettings (SLUICEGATE_KAFKA_*) and API token
-    # file as on its branch; until it lands, sluicegate ignores them (docs/deploy.md).
-    "SLUICEGATE_KAFKA_SECURITY_PROTOCOL",
-    "SLUICEGATE_KAFKA_SASL_MECHANISM",
-    "SLUICEGATE_KAFKA_SASL_USERNAME",
-    "SLUICEGATE_KAFKA_SASL_PASSWORD",
-    "SLUICEGATE_KAFKA_SSL_CAFILE",
-    "SLUICEGATE_API_TOKEN_FILE",
-}
-"""Settings the manifests set that `CoordinatorSettings` does not (yet) read."""
 
 ARGS_ONLY = {"SLUICEGATE_PIPELINE"}
 """Variables the manifests set only to expand them in arguments (``$(SLUICEGATE_PIPELINE)``)."""
@@ -200,10 +189,12 @@ def test_every_reference_resolves(objects: list[Manifest]) -> None:
 def test_every_setting_is_read_by_sluicegate_or_a_marked_placeholder(
     objects: list[Manifest],
 ) -> None:
-    known = {f"SLUICEGATE_{name.upper()}" for name in CoordinatorSettings.model_fields}
+    known = {f"SLUICEGATE_{name.upper()}" for name in CoordinatorSettings.model_fields} | {
+        f"SLUICEGATE_KAFKA_{name.upper()}" for name in _EnvKafkaSettings.model_fields
+    }
     for workload in _workloads(objects):
         names = {n for n in _environment(objects, workload) if n.startswith("SLUICEGATE_")}
-        unknown = names - known - PLACEHOLDERS - ARGS_ONLY
+        unknown = names - known - ARGS_ONLY
         assert unknown == set(), f"{workload['metadata']['name']} sets {sorted(unknown)}"
 
 

@@ -1,0 +1,114 @@
+"""The one place that builds Kafka clients: producer, consumer, admin and bare client, each from
+`KafkaSettings` (or a bootstrap string, reached over PLAINTEXT) plus the caller's own options.
+
+    producer(kafka, enable_idempotence=True)           # AIOKafkaProducer, not started
+    producer(kafka, transactional_id="...")            # transactional
+    consumer(kafka, isolation_level="read_committed")  # AIOKafkaConsumer, not started
+    admin(kafka)                                       # AIOKafkaAdminClient, not started
+
+The caller's options may not set the connection itself (``bootstrap_servers``, ``ssl_context``,
+``security_protocol``, ``sasl_*``): those come from the settings only, so no client can miss
+the cluster's security.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
+from aiokafka.helpers import create_ssl_context
+
+from operators.exceptions import ConfigError
+from operators.kafka.settings import KafkaLike, KafkaSettings
+
+__all__ = ["admin", "bare_client", "connection_options", "consumer", "producer", "settings_of"]
+
+_CONNECTION_OPTIONS = frozenset(
+    {
+        "bootstrap_servers",
+        "ssl_context",
+        "security_protocol",
+        "sasl_mechanism",
+        "sasl_plain_username",
+        "sasl_plain_password",
+        "sasl_oauth_token_provider",
+    }
+)
+
+
+def settings_of(kafka: KafkaLike) -> KafkaSettings:
+    """``kafka`` as settings: a string is a PLAINTEXT bootstrap address."""
+    return kafka if isinstance(kafka, KafkaSettings) else KafkaSettings(bootstrap=kafka)
+
+
+def connection_options(kafka: KafkaLike) -> dict[str, Any]:
+    """The aiokafka keyword arguments that connect to ``kafka``: bootstrap, TLS, SASL.
+
+    Raises:
+        ConfigError: a TLS file or the password file cannot be read.
+    """
+    settings = settings_of(kafka)
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap,
+        "security_protocol": settings.security_protocol.value,
+    }
+    if settings.secure:
+        options["ssl_context"] = _ssl_context(settings)
+    if settings.sasl_mechanism is not None:
+        options["sasl_mechanism"] = settings.sasl_mechanism.value
+        if settings.sasl_username is not None:
+            options["sasl_plain_username"] = settings.sasl_username
+            options["sasl_plain_password"] = settings.password()
+        provider = settings.token_provider()
+        if provider is not None:
+            options["sasl_oauth_token_provider"] = provider
+    return options
+
+
+def producer(kafka: KafkaLike, **options: Any) -> AIOKafkaProducer:
+    """An `AIOKafkaProducer` for ``kafka`` with ``options`` (acks, idempotence, transactional
+    id, ...). Not started."""
+    return AIOKafkaProducer(**_merged(kafka, options))
+
+
+def consumer(kafka: KafkaLike, *topics: str, **options: Any) -> AIOKafkaConsumer:
+    """An `AIOKafkaConsumer` for ``kafka`` (subscribed to ``topics`` if any). Not started."""
+    return AIOKafkaConsumer(*topics, **_merged(kafka, options))
+
+
+def admin(kafka: KafkaLike, **options: Any) -> AIOKafkaAdminClient:
+    """An `AIOKafkaAdminClient` for ``kafka``. Not started."""
+    return AIOKafkaAdminClient(**_merged(kafka, options))
+
+
+def bare_client(kafka: KafkaLike, **options: Any) -> AIOKafkaClient:
+    """An `AIOKafkaClient` (metadata only) for ``kafka``. Not bootstrapped."""
+    return AIOKafkaClient(**_merged(kafka, options))
+
+
+def _merged(kafka: KafkaLike, options: dict[str, Any]) -> dict[str, Any]:
+    clash = _CONNECTION_OPTIONS.intersection(options)
+    if clash:
+        raise TypeError(f"connection options come from KafkaSettings, not {sorted(clash)}")
+    return {**connection_options(kafka), **options}
+
+
+def _ssl_context(settings: KafkaSettings) -> Any:
+    key_password = (
+        None if settings.ssl_key_password is None else settings.ssl_key_password.get_secret_value()
+    )
+    try:
+        context = create_ssl_context(
+            cafile=None if settings.ssl_cafile is None else str(settings.ssl_cafile),
+            certfile=None if settings.ssl_certfile is None else str(settings.ssl_certfile),
+            keyfile=None if settings.ssl_keyfile is None else str(settings.ssl_keyfile),
+            password=key_password,
+        )
+    except OSError as exc:  # ssl.SSLError is an OSError
+        raise ConfigError(
+            "SLUICEGATE_KAFKA_SSL_*", f"cannot load the TLS files ({exc.strerror or exc})"
+        ) from exc
+    context.check_hostname = settings.ssl_check_hostname
+    return context
