@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -61,6 +62,8 @@ class Hosts:
         self.spec = f"pipeline_{tag}:graph"
         self.kafka = f"{lab.hosts['kafka'].address}:{BROKER_PORT}"
         self.api = f"http://{lab.hosts['coordinator'].address}:{API_PORT}"
+        # The API listens on the host's address, not loopback: it requires a token.
+        self.token = secrets.token_urlsafe(24)
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
@@ -71,6 +74,7 @@ class Hosts:
             "AWS_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
+            "SLUICEGATE_API_TOKEN": self.token,
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -110,7 +114,9 @@ class Hosts:
     def api_get(self, path: str) -> Any:
         """GET from the coordinator's API, from its own host; None when it does not answer."""
         done = subprocess.run(
-            self.lab.command("coordinator", ["curl", "-sf", "-m", "3", self.api + path]),
+            self.lab.command("coordinator", ["curl", "-sf", "-m", "3", "-H",
+                                             f"Authorization: Bearer {self.token}",
+                                             self.api + path]),
             capture_output=True, text=True, timeout=10, check=False,
         )  # fmt: skip
         return json.loads(done.stdout) if done.returncode == 0 else None
