@@ -30,12 +30,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
-
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import print_table
 from operators.contract import Context, ProcessFunction, Record
 from operators.graph import JobGraph
+from operators.kafka import clients as kafka_clients
 from operators.pipeline import Pipeline
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
@@ -113,7 +112,7 @@ async def watch(storage_dir: Path, seen: dict[int, Observed]) -> None:
 
 async def produce(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[int, float]:
     """Write ``rate`` records/s for ``seconds`` (a tick every 10 ms); (records, elapsed s)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
+    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
         started = time.monotonic()

@@ -40,12 +40,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
-
 from bench.processes import ProcessCluster, kafka_bootstrap, log_times
 from bench.table import print_table
 from operators.contract import Context, Record
 from operators.graph import JobGraph
+from operators.kafka import clients as kafka_clients
 from operators.pipeline import Pipeline
 from operators.runtime.manifest import CheckpointManifest, ManifestStore
 from operators.runtime.topics import ensure_topics
@@ -122,7 +121,7 @@ async def measure(bootstrap: str, size_mb: int, local: bool, keys_per_record: in
         graph = state_graph(tag, str(markers))
         source = f"state-{tag}"
         await ensure_topics(bootstrap, graph)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+        producer = kafka_clients.producer(bootstrap, enable_idempotence=True)
         await producer.start()
         try:
             keys = size_mb * 1_000_000 // VALUE_BYTES

@@ -1,5 +1,6 @@
 """Every Kafka client is built by `operators.kafka.clients`, so none can miss the cluster's
-TLS and SASL settings: no other module of the packages calls an aiokafka client class."""
+TLS and SASL settings: no other module of the packages (and the benchmarks) calls an aiokafka
+client class."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def client_constructions(path: Path) -> list[str]:
 def test_only_the_factories_construct_kafka_clients() -> None:
     offenders = [
         hit
-        for package in ("operators", "agents", "coordinator", "sluicegate")
+        for package in ("operators", "agents", "coordinator", "sluicegate", "bench")
         for path in sorted((ROOT / package).rglob("*.py"))
         if path != THE_PLACE
         for hit in client_constructions(path)
