@@ -44,6 +44,7 @@ class CannotRestore:
 
 async def choose_restore(
     storage: Storage,
+    manifests: ManifestStore,
     graph: JobGraph,
     subtasks: list[str],
     *,
@@ -52,7 +53,6 @@ async def choose_restore(
     on_fallback: Callable[[], None],
 ) -> RestoreFrom | CannotRestore:
     """The restore point of attempt ``attempt``; steps in the module docstring."""
-    manifests = ManifestStore(storage)
     found = await manifests.find_latest()
     for lost in found.lost:
         logger.warning(

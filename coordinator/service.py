@@ -536,7 +536,7 @@ class Coordinator:
             self.restore_fallbacks += 1
 
         choice = await choose_restore(
-            self.storage, self.graph, self._subtasks, attempt=self.attempt,
+            self.storage, self.manifests, self.graph, self._subtasks, attempt=self.attempt,
             options=self.settings, on_fallback=fell_back,
         )  # fmt: skip
         if isinstance(choice, CannotRestore):

@@ -201,12 +201,8 @@ class HeaderDecoder:
 
     def __call__(self, headers: Sequence[tuple[str, bytes | None]] | None) -> RecordMeta | None:
         key = tuple(headers or ())
-        try:
+        if key in self._known:
             return self._known[key]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable header list (not what aiokafka gives): no cache
-            return decode_headers(headers)
         meta = decode_headers(headers)
         if len(self._known) >= self._size:
             self._known.clear()

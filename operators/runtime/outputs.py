@@ -56,7 +56,8 @@ class Outputs:
             for t in graph.operators[subtask.uid].outputs
             if graph.topics[t].kind is TopicKind.TOPIC
         ]
-        self._headers: dict[int, list[tuple[str, bytes]]] = {}
+        self._headers: tuple[int, list[tuple[str, bytes]]] = (-1, [])
+        """The headers of the records of the latest interval written."""
         self.records_out = 0
         self.dead_letters = 0
 
@@ -79,11 +80,10 @@ class Outputs:
             record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
             await sink.write(record, interval)
             return
-        headers = self._headers.get(interval)
-        if headers is None:  # one list per interval, shared by its records (never mutated)
+        if self._headers[0] != interval:  # one list per interval, shared by its records
             meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
-            self._headers = {interval: encode_headers(meta)}
-            headers = self._headers[interval]
+            self._headers = (interval, encode_headers(meta))
+        headers = self._headers[1]
         await self._producer.send(
             emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
         )

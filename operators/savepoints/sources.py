@@ -40,6 +40,7 @@ __all__ = [
     "Rows",
     "SavepointSource",
     "StateSource",
+    "all_rows",
 ]
 
 Rows = list[tuple[bytes, bytes]]
@@ -74,6 +75,11 @@ class StateSource(Protocol):
     async def metadata(self, uid: str, index: int) -> Rows:
         """The metadata rows of subtask ``uid#index`` (the sinks' write-ahead log)."""
         ...
+
+
+async def all_rows(source: StateSource, uid: str, partition: PartitionId) -> Rows:
+    """Every row of ``partition`` of ``uid`` at once (for tests and small state)."""
+    return [row async for chunk in source.chunks(uid, partition) for row in chunk]
 
 
 class CheckpointSource:
@@ -115,10 +121,6 @@ class CheckpointSource:
 
     def operators(self) -> Mapping[str, OperatorInfo]:
         return self._operators
-
-    async def rows(self, uid: str, partition: PartitionId) -> Rows:
-        """Every row of ``partition`` at once (for tests and small state)."""
-        return [row async for chunk in self.chunks(uid, partition) for row in chunk]
 
     async def chunks(
         self, uid: str, partition: PartitionId, chunk_bytes: int = CHUNK_BYTES
@@ -205,10 +207,6 @@ class SavepointSource:
 
     def operators(self) -> Mapping[str, OperatorInfo]:
         return self._operators
-
-    async def rows(self, uid: str, partition: PartitionId) -> Rows:
-        """Every row of ``partition`` at once (for tests and small state)."""
-        return [row async for chunk in self.chunks(uid, partition) for row in chunk]
 
     async def chunks(
         self, uid: str, partition: PartitionId, chunk_bytes: int = CHUNK_BYTES

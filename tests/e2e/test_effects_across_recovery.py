@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaConsumer
 
 from agents.client import submit_tasks
 from agents.declaration import AgentTopics
@@ -80,6 +81,24 @@ graph = p.build()
 '''
 
 
+def results_reader(
+    consumer: AIOKafkaConsumer, cluster: Cluster, results: dict[str, dict[str, Any]], runs: int
+) -> Callable[[], Awaitable[bool]]:
+    """A `wait_for` condition: read results into ``results`` (failing on a run with two) until
+    ``runs`` have one; the cluster's processes must stay alive meanwhile."""
+
+    async def read() -> bool:
+        for records in (await consumer.getmany(timeout_ms=200)).values():
+            for record in records:
+                result = json.loads(record.value or b"{}")
+                assert str(result["run_id"]) not in results, "a run with two results"
+                results[str(result["run_id"])] = result
+        cluster.alive()
+        return len(results) >= runs
+
+    return read
+
+
 def topics_of(tag: str) -> AgentTopics:
     return AgentTopics(
         tasks=f"tasks-{tag}", approvals=f"approvals-{tag}",
@@ -98,18 +117,10 @@ async def test_coordinator_kills_cut_off_no_effect_and_fail_no_run(
         cluster.start(name)
     tasks = [TaskRequest(run_id=f"run-{i:03d}", goal="write") for i in range(RUNS)]
     await submit_tasks(kafka_bootstrap, topics.tasks, tasks)
-    results: dict[str, dict[str, object]] = {}
+    results: dict[str, dict[str, Any]] = {}
 
     async with committed_from_start(kafka_bootstrap, topics.results, PARTITIONS) as consumer:
-
-        async def read_results() -> bool:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                for record in records:
-                    result = json.loads(record.value or b"{}")
-                    assert str(result["run_id"]) not in results, "a run with two results"
-                    results[str(result["run_id"])] = result
-            cluster.alive()
-            return len(results) >= RUNS
+        read_results = results_reader(consumer, cluster, results, RUNS)
 
         for k in range(1, KILLS + 1):  # SIGKILL the coordinator while writes are on the wire
             target = k * RUNS // 2
@@ -201,15 +212,7 @@ async def test_worker_kills_fail_only_calls_cut_off_by_the_kill_and_repeat_no_ef
 
     results: dict[str, dict[str, Any]] = {}
     async with committed_from_start(kafka_bootstrap, topics.results, PARTITIONS) as consumer:
-
-        async def read_results() -> bool:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                for record in records:
-                    result = json.loads(record.value or b"{}")
-                    assert str(result["run_id"]) not in results, "a run with two results"
-                    results[str(result["run_id"])] = result
-            cluster.alive()
-            return len(results) >= submitted
+        read_results = results_reader(consumer, cluster, results, submitted)
 
         await wait_for(read_results, timeout_s=300, what=f"all {submitted} results")
 

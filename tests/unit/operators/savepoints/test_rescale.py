@@ -18,7 +18,7 @@ from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 from operators.runtime.state_transfer import SnapshotStore
 from operators.savepoints import CorruptSavepointError, SavepointRefusedError
 from operators.savepoints.materialize import materialize_checkpoint
-from operators.savepoints.sources import CheckpointSource, SavepointSource
+from operators.savepoints.sources import CheckpointSource, SavepointSource, all_rows
 from operators.savepoints.store import SavepointStore
 from operators.savepoints.writer import write_savepoint
 from operators.state.rocksdb import RocksDBStateStore
@@ -97,7 +97,7 @@ async def state_of(
                     for s, snap in manifest.subtasks.items()
                     if s.startswith(uid) and pid.partition in snap.positions.get(pid.topic, {})
                 )
-                found.setdefault(owner, {})[pid.partition] = dict(await source.rows(uid, pid))
+                found.setdefault(owner, {})[pid.partition] = dict(await all_rows(source, uid, pid))
     return found
 
 
@@ -130,7 +130,9 @@ async def test_a_savepoint_holds_every_partition_with_its_offset(
     ]
     assert [m.index for m in state.metadata] == [0, 1]
     for p in range(PARTITIONS):
-        assert dict(await savepoint.rows("counter", PartitionId("words", p))) == expected_rows(p)
+        assert dict(await all_rows(savepoint, "counter", PartitionId("words", p))) == expected_rows(
+            p
+        )
     # nothing of the savepoint is under checkpoints/ or shared/: retention cannot touch it
     assert all(path.startswith("savepoints/sp/") for path in await storage.list("savepoints"))
     assert {f"savepoints/sp/{f.path}" for f in manifest.files()} | {
