@@ -13,7 +13,8 @@ the cluster's security.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -24,6 +25,9 @@ from operators.exceptions import ConfigError
 from operators.kafka.settings import KafkaLike, KafkaSettings
 
 __all__ = ["admin", "bare_client", "connection_options", "consumer", "producer", "settings_of"]
+
+BOOTSTRAP_GRACE_S = 5.0
+"""How long a cancelled `start()` lets the client's bootstrap finish (see `_bootstrap_closing`)."""
 
 _CONNECTION_OPTIONS = frozenset(
     {
@@ -70,22 +74,64 @@ def connection_options(kafka: KafkaLike) -> dict[str, Any]:
 def producer(kafka: KafkaLike, **options: Any) -> AIOKafkaProducer:
     """An `AIOKafkaProducer` for ``kafka`` with ``options`` (acks, idempotence, transactional
     id, ...). Not started."""
-    return AIOKafkaProducer(**_merged(kafka, options))
+    built = AIOKafkaProducer(**_merged(kafka, options))
+    _bootstrap_closing(built.client)
+    return built
 
 
 def consumer(kafka: KafkaLike, *topics: str, **options: Any) -> AIOKafkaConsumer:
     """An `AIOKafkaConsumer` for ``kafka`` (subscribed to ``topics`` if any). Not started."""
-    return AIOKafkaConsumer(*topics, **_merged(kafka, options))
+    built = AIOKafkaConsumer(*topics, **_merged(kafka, options))
+    _bootstrap_closing(built._client)
+    return built
 
 
 def admin(kafka: KafkaLike, **options: Any) -> AIOKafkaAdminClient:
     """An `AIOKafkaAdminClient` for ``kafka``. Not started."""
-    return AIOKafkaAdminClient(**_merged(kafka, options))
+    built = AIOKafkaAdminClient(**_merged(kafka, options))
+    _bootstrap_closing(built._client)
+    return built
 
 
 def bare_client(kafka: KafkaLike, **options: Any) -> AIOKafkaClient:
     """An `AIOKafkaClient` (metadata only) for ``kafka``. Not bootstrapped."""
-    return AIOKafkaClient(**_merged(kafka, options))
+    return _bootstrap_closing(AIOKafkaClient(**_merged(kafka, options)))
+
+
+_Client = TypeVar("_Client", bound=AIOKafkaClient)
+
+
+def _bootstrap_closing(client: _Client) -> _Client:
+    """Make a cancelled bootstrap leave no connection open; returns ``client``.
+
+    aiokafka 0.14's `AIOKafkaClient.bootstrap` connects, then asks for metadata on a connection
+    it holds in a local variable: cancelled during that request (a `start()` cut short by a
+    shutdown or a timeout), the connection is in no pool that `stop()` closes, and it surfaces
+    at garbage collection as "Unclosed AIOKafkaConnection", anywhere later. So the bootstrap
+    runs as a task of its own; a cancel lets it finish, for at most `BOOTSTRAP_GRACE_S`
+    (milliseconds when the broker answers), and is passed on after it, so `stop()` finds every
+    connection. A bootstrap still running after the grace is cancelled as before.
+    """
+    bootstrap = client.bootstrap
+
+    async def finishing() -> None:
+        task = asyncio.ensure_future(bootstrap())
+        task.add_done_callback(_retrieve)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task}, timeout=BOOTSTRAP_GRACE_S)
+            task.cancel()
+            raise
+
+    client.bootstrap = finishing
+    return client
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Mark the outcome of an abandoned bootstrap as seen (no "never retrieved" warning)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _merged(kafka: KafkaLike, options: dict[str, Any]) -> dict[str, Any]:
