@@ -265,7 +265,9 @@ class AgentOperator(Operator):
         self, state: RunState, action: machine.CallModel, ctx: Context, now: float
     ) -> machine.Transition:
         """Resolve the run's handles (each one lost is saved as its own safe point first),
-        call the model through the journal, store a large reply by reference."""
+        call the model through the journal, store a large reply by reference. Resolution runs
+        also when the journal replays the call, so a replayed step loses what the first
+        attempt lost (or more, if a payload went since)."""
         assert self._model is not None
         model, refs = self._model, self._blobs
         messages, schemas = list(state.messages), self._schemas

@@ -46,7 +46,6 @@ from operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 
 __all__ = [
     "LOST_REASONS",
-    "RESOLUTION_OUTCOMES",
     "BlobReferences",
     "Lost",
     "LostReason",
@@ -57,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 LostReason = Literal["out_of_scope", "expired", "erased", "corrupt"]
 LOST_REASONS: tuple[LostReason, ...] = ("out_of_scope", "expired", "erased", "corrupt")
-RESOLUTION_OUTCOMES = ("resolved", *LOST_REASONS)
 
 _RESULT, _CONTENT = "result", "content"
 
@@ -109,15 +107,17 @@ class BlobReferences:
 
     async def offload_response(self, state: RunState, key: str, response: Any) -> Any:
         """A model response document (`ModelResponse` as JSON) whose message content is stored
-        by reference when it is large (or handle-like)."""
-        message = response.get("message") if isinstance(response, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
+        by reference when it is large (or handle-like); any other document as it is."""
+        if not isinstance(response, dict) or not isinstance(response.get("message"), dict):
+            return response
+        message: dict[str, Any] = response["message"]
+        content = message.get("content")
         if not isinstance(content, str) or not (
             looks_like_handle_text(content) or len(content.encode()) > self.policy.threshold_bytes
         ):
             return response
         handle = await self._store(state, key, _CONTENT, content, "text")
-        return {**response, "message": {**message, "content": handle.text()}}  # type: ignore[dict-item]
+        return {**response, "message": {**message, "content": handle.text()}}
 
     def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None:
         """The handle a tool's recorded outcome is, if it is the one effect ``key`` stored."""

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from agents.blobs import BlobHandle, blob_id, handle_of, handle_of_text
 from agents.blobs.handle import MAX_HANDLE_TEXT, looks_like_handle, looks_like_handle_text
+from agents.blobs.references import LOST_REASONS
+from agents.metrics import BLOB_RESOLUTIONS
 
 HANDLE = BlobHandle(
     id="a" * 32, subject="b" * 32, scope="desk/eu", size=10, sha256="c" * 64,
@@ -89,3 +91,7 @@ def test_parsing_never_raises(value: Any) -> None:
     handle_of(value)
     handle_of({"$blob": value})
     handle_of_text(json.dumps(value) if not isinstance(value, str) else value)
+
+
+def test_every_lost_reason_has_a_resolution_series() -> None:
+    assert ("resolved", *LOST_REASONS) == BLOB_RESOLUTIONS
