@@ -14,6 +14,11 @@ Fault points (for tests, see `agents.faults`): ``tool.before_call``, ``tool.afte
 ``model.before_call``, ``model.after_call``, and the same per name (``tool.send_email.after_call``);
 ``tool.after_call`` is the moment between a tool's effect and its journal ``done`` write.
 
+Payloads by reference (with `Agent.blobs`, ``docs/blobs.md``): a large tool result or model
+reply is stored by `agents.blobs.references.BlobReferences` inside the journaled call, before
+its ``done``; the run's handles are resolved in `_call_model`, and each one that cannot be read
+is saved as a ``blob_unavailable`` safe point before the model is called.
+
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
 (`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint.
