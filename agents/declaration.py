@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agents.blobs.policy import BlobPolicy
 from agents.messages import TaskRequest
 from agents.models.contract import ModelClient
 from agents.state import Budget
@@ -48,6 +49,9 @@ class Agent:
     """The name effects of model calls carry in the journal and events."""
     resources: ToolResources | None = None
     """What the tools hold open; acquired when a subtask opens, released when it closes."""
+    blobs: BlobPolicy | None = None
+    """Store tool results and model messages above a size threshold by reference (a handle
+    in the run, the payload in the blob store: ``docs/blobs.md``); None: never."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]

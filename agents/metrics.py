@@ -18,11 +18,21 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from agents.journal.entries import EffectKind
 from agents.state import RunStatus
 
-__all__ = ["EFFECT_OUTCOMES", "JOURNAL_STATUSES", "TOKEN_KINDS", "AgentMetrics"]
+__all__ = [
+    "BLOB_KINDS",
+    "BLOB_RESOLUTIONS",
+    "EFFECT_OUTCOMES",
+    "JOURNAL_STATUSES",
+    "TOKEN_KINDS",
+    "AgentMetrics",
+]
 
 TOKEN_KINDS = ("prompt", "completion")
 EFFECT_OUTCOMES = ("executed", "replayed", "unknown")
 JOURNAL_STATUSES = ("issued", "done")
+BLOB_KINDS = ("json", "text")
+BLOB_RESOLUTIONS = ("resolved", "out_of_scope", "expired", "erased", "corrupt")
+"""Outcomes of reading a handle back (`agents.blobs.references`)."""
 
 _LABELS = ("pipeline", "operator", "subtask")
 _lock = threading.Lock()
@@ -92,6 +102,27 @@ class AgentMetrics:
             registry=registry,
         )
 
+        self.blobs_written = Counter(
+            "sluicegate_agent_blobs_written_total",
+            "Payloads written to the blob store, by kind (json: a tool result, text: a model "
+            "message); a retry finding its payload stored already writes none",
+            [*_LABELS, "kind"],
+            registry=registry,
+        )
+        self.blob_bytes_written = Counter(
+            "sluicegate_agent_blob_bytes_written_total",
+            "Bytes of payloads written to the blob store",
+            _LABELS,
+            registry=registry,
+        )
+        self.blob_resolutions = Counter(
+            "sluicegate_agent_blob_resolutions_total",
+            "Handles read back for a model call, by outcome (resolved, out_of_scope, expired, "
+            "erased, corrupt)",
+            [*_LABELS, "outcome"],
+            registry=registry,
+        )
+
     def start(self, pipeline: str, operator: str, subtask: str) -> None:
         """Create every series of ``subtask`` at 0 (counters) or their current value (gauges)."""
         labels = (pipeline, operator, subtask)
@@ -106,7 +137,12 @@ class AgentMetrics:
                 self.effects.labels(*labels, effect.value, outcome)
         for journal_status in JOURNAL_STATUSES:
             self.journal_entries.labels(*labels, journal_status)
+        for blob_kind in BLOB_KINDS:
+            self.blobs_written.labels(*labels, blob_kind)
+        for resolution in BLOB_RESOLUTIONS:
+            self.blob_resolutions.labels(*labels, resolution)
         for metric in (
+            self.blob_bytes_written,
             self.steps,
             self.cost,
             self.outcome_unknown,

@@ -14,6 +14,11 @@ Fault points (for tests, see `agents.faults`): ``tool.before_call``, ``tool.afte
 ``model.before_call``, ``model.after_call``, and the same per name (``tool.send_email.after_call``);
 ``tool.after_call`` is the moment between a tool's effect and its journal ``done`` write.
 
+Payloads by reference (with `Agent.blobs`, ``docs/blobs.md``): a large tool result or model
+reply is stored by `agents.blobs.references.BlobReferences` inside the journaled call, before
+its ``done``; the run's handles are resolved in `_call_model`, and each one that cannot be read
+is saved as a ``blob_unavailable`` safe point before the model is called.
+
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
 (`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint.
@@ -31,6 +36,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from agents import run as machine
+from agents.blobs.handle import BlobHandle, unavailable_marker
+from agents.blobs.references import BlobReferences
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from agents.faults import fault_point
 from agents.journal import (
@@ -38,6 +45,7 @@ from agents.journal import (
     EffectResult,
     EffectUnknown,
     Journal,
+    LookupFound,
     OnUnknown,
     perform,
 )
@@ -50,6 +58,7 @@ from agents.tools import tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
 from operators.exceptions import RetryableError
 from operators.state.store import PartitionState
+from operators.storage.blobs import BlobStore
 
 __all__ = ["JOURNAL_LAG", "AgentOperator"]
 
@@ -89,6 +98,7 @@ class AgentOperator(Operator):
         self._statuses: dict[str, RunStatus] = {}
         self._run_counts: Counter[RunStatus] = Counter()
         self._waiting_since: dict[str, float] = {}
+        self._blobs: BlobReferences | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -105,6 +115,15 @@ class AgentOperator(Operator):
             await journal.start()
             self._kafka_journal = journal
             self._journal = journal
+        if (policy := self.agent.blobs) is not None:
+            self._blobs = BlobReferences(
+                policy,
+                BlobStore(policy.storage or ctx.storage),
+                agent=self.agent.name,
+                metrics=self._metrics,
+                labels=self._labels,
+                clock=self._clock,
+            )
         self._model = self.agent.make_model()
         if self.agent.resources is not None:
             await self.agent.resources.acquire()
@@ -250,13 +269,37 @@ class AgentOperator(Operator):
     async def _call_model(
         self, state: RunState, action: machine.CallModel, ctx: Context, now: float
     ) -> machine.Transition:
+        """Resolve the run's handles (each one lost is saved as its own safe point first),
+        call the model through the journal, store a large reply by reference. Resolution runs
+        also when the journal replays the call, so a replayed step loses what the first
+        attempt lost (or more, if a payload went since)."""
         assert self._model is not None
-        model = self._model
+        model, refs = self._model, self._blobs
         messages, schemas = list(state.messages), self._schemas
+        if refs is not None:
+            resolved = await refs.resolve(state)
+            markers: dict[str, str] = {}
+            for lost in resolved.lost:
+                marker = markers[lost.content] = unavailable_marker(lost.handle, lost.reason)
+                step = machine.blob_unavailable(
+                    state, lost.handle.id, lost.reason, lost.content, marker, now
+                )
+                self._save(step, ctx.state, ctx)
+                state = step.state
+            messages = [
+                m.model_copy(update={"content": markers[m.content]})
+                if m.content is not None and m.content in markers
+                else m
+                for m in resolved.messages
+            ]
+        run = state
 
         async def call() -> Any:
             response = await model.complete(messages, schemas, idempotency_key=action.key)
-            return response.model_dump(mode="json")
+            document = response.model_dump(mode="json")
+            if refs is None:
+                return document
+            return await refs.offload_response(run, action.key, document)
 
         outcome = await self._effect(state, ctx, EffectKind.MODEL, self.agent.model_name,
                                      action.key, {}, OnUnknown.RETRY, call, None)  # fmt: skip
@@ -270,23 +313,32 @@ class AgentOperator(Operator):
             self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
             self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
             self._metrics.cost.labels(*labels).inc(usage.cost_usd)
-        return machine.after_model(state, response, now)
+        step = machine.after_model(state, response, now)
+        if refs is not None:
+            step = _with_blob(
+                step, refs.stored_content(state, action.key, response.message.content)
+            )
+        return step
 
     async def _call_tool(
         self, state: RunState, action: machine.CallTool, ctx: Context, now: float
     ) -> machine.Transition:
-        tool = action.tool
+        tool, refs = action.tool, self._blobs
         tool_ctx = machine.tool_context(state, action)
 
         async def call() -> Any:
-            return await tool.call(tool_ctx, action.arguments)
+            result = await tool.call(tool_ctx, action.arguments)
+            return result if refs is None else await refs.offload_result(state, action.key, result)
 
         lookup = None
         if tool.lookup is not None:
             find = tool.lookup
 
             async def lookup_call() -> Any:
-                return await find(tool_ctx)
+                found = await find(tool_ctx)
+                if refs is None or not isinstance(found, LookupFound):
+                    return found
+                return LookupFound(await refs.offload_result(state, action.key, found.value))
 
             lookup = lookup_call
         outcome = await self._effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
@@ -304,7 +356,10 @@ class AgentOperator(Operator):
                 )}
             )  # fmt: skip
             return machine.fail(failed, "outcome_unknown", now)
-        return machine.after_tool(state, action, outcome.value, outcome.error, now)
+        step = machine.after_tool(state, action, outcome.value, outcome.error, now)
+        if refs is not None:
+            step = _with_blob(step, refs.stored_result(state, action.key, outcome.value))
+        return step
 
     async def _effect(
         self,
@@ -404,6 +459,14 @@ class AgentOperator(Operator):
             return machine.fail(state, "approval_timeout", now)
         reason = f"no decision within {self.agent.approval_timeout_s} s"
         return machine.decide_approval(state, "", False, "timeout", reason, now)
+
+
+def _with_blob(step: machine.Transition, handle: BlobHandle | None) -> machine.Transition:
+    """``step`` with ``handle`` among the run's own blobs (the ones it resolves)."""
+    if handle is None or handle.id in step.state.blobs:
+        return step
+    blobs = (*step.state.blobs, handle.id)
+    return machine.Transition(step.state.model_copy(update={"blobs": blobs}), step.event)
 
 
 def _fault(kind: EffectKind, name: str, point: str) -> None:

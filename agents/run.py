@@ -39,6 +39,7 @@ __all__ = [
     "after_model",
     "after_tool",
     "ask_approval",
+    "blob_unavailable",
     "budget_exceeded",
     "decide_approval",
     "fail",
@@ -260,6 +261,26 @@ def after_tool(
 def reject_call(state: RunState, action: RejectCall, now: float) -> Transition:
     state = _pop_call(state, action.call, f"error: {action.error}", now)
     return _emit(state, {"type": "tool_rejected", "tool": action.call.name, "error": action.error})
+
+
+def blob_unavailable(
+    state: RunState, blob_id: str, reason: str, content: str, marker: str, now: float
+) -> Transition:
+    """Safe point: a payload stored by reference cannot be read any more (``reason``:
+    expired, erased, corrupt, out_of_scope). Every message whose content is the handle text
+    ``content`` holds ``marker`` instead, the handle leaves ``blobs``, and the run goes on."""
+    messages = tuple(
+        m.model_copy(update={"content": marker}) if m.content == content else m
+        for m in state.messages
+    )
+    state = state.model_copy(
+        update={
+            "messages": messages,
+            "blobs": tuple(b for b in state.blobs if b != blob_id),
+            "updated_at": now,
+        }
+    )
+    return _emit(state, {"type": "blob_unavailable", "blob": blob_id, "reason": reason})
 
 
 def ask_approval(state: RunState, action: AskApproval, now: float) -> Transition:

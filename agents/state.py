@@ -169,7 +169,8 @@ class RunState(BaseModel):
     effects: tuple[EffectRecord, ...] = ()
     pending_approval: PendingApproval | None = None
     blobs: tuple[str, ...] = ()
-    """Handles of payloads stored by reference (large payloads; not used yet)."""
+    """Ids of the handles this run stored (`agents.blobs`); only these are resolved. A handle
+    that could not be read any more leaves it (event ``blob_unavailable``)."""
     events: int = 0
     """Events emitted so far: the next event's sequence number."""
     created_at: float

@@ -256,6 +256,7 @@ async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int
     wakes: list[WakeUp] = []
     await operator.open(OperatorOpenContext(
         subtask=f"{agent.name}#0", attempt=1, bootstrap=bootstrap or "", owned_topics={},
+        storage=open_storage("memory://"),
         input_partitions=[(topics.tasks, 0), (topics.approvals, 0)],
         _states=store.partition, _schedule=wakes.append, _clock=time.monotonic,
     ))  # fmt: skip

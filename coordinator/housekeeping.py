@@ -1,14 +1,17 @@
-"""After each completed checkpoint: retention, and every ``audit_every`` checkpoints an orphan
-audit (`coordinator.retention`). A storage failure here only postpones them to the next
-completed checkpoint; the job runs on."""
+"""After each completed checkpoint: retention, every ``audit_every`` checkpoints an orphan
+audit (`coordinator.retention`), and at most every ``blob_gc_interval_s`` seconds the
+collection of expired blobs (`operators.storage.blobs`). A storage failure here only postpones
+them to the next completed checkpoint; the job runs on."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from operators.storage import Storage, StorageError
+from operators.storage.blobs import BlobStore
 
 __all__ = ["Housekeeping"]
 
@@ -16,11 +19,25 @@ logger = logging.getLogger(__name__)
 
 
 class Housekeeping:
-    """Retention keeping ``keep`` checkpoints, and orphan audits every ``audit_every``."""
+    """Retention keeping ``keep`` checkpoints, orphan audits every ``audit_every``, expired
+    blobs collected at the first completed checkpoint and then at most every
+    ``blob_gc_interval_s`` seconds (None: never)."""
 
-    def __init__(self, storage: Storage, *, keep: int, audit_every: int) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        keep: int,
+        audit_every: int,
+        blob_gc_interval_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._storage, self._keep, self._audit_every = storage, keep, audit_every
         self._last_audit: AuditReport | None = None
+        self._blob_gc_interval_s = blob_gc_interval_s
+        self._clock, self._monotonic = clock, monotonic
+        self._last_blob_gc: float | None = None
 
     async def after_completed(self, completed: int, *, pinned: Sequence[int]) -> None:
         """Checkpoint number ``completed`` (a count) completed; none is in flight until this
@@ -31,6 +48,24 @@ class Housekeeping:
                 await self._collect_orphans()
         except StorageError as exc:
             logger.warning("retention postponed: checkpoint storage failed: %s", exc)
+        try:
+            await self._collect_expired_blobs()
+        except StorageError as exc:
+            logger.warning("blob collection postponed: checkpoint storage failed: %s", exc)
+
+    async def _collect_expired_blobs(self) -> None:
+        interval, now = self._blob_gc_interval_s, self._monotonic()
+        if interval is None or (
+            self._last_blob_gc is not None and now - self._last_blob_gc < interval
+        ):
+            return
+        self._last_blob_gc = now
+        report = await BlobStore(self._storage).collect_expired(self._clock())
+        if report.deleted or report.invalid:
+            logger.info(
+                "blobs: %d expired deleted (%d bytes) of %d, %d unreadable",
+                report.deleted, report.deleted_bytes, report.scanned, report.invalid,
+            )  # fmt: skip
 
     async def _collect_orphans(self) -> None:
         """Delete what two audits with a completed checkpoint between them found orphaned

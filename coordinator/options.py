@@ -20,6 +20,10 @@ class CoordinatorOptions:
     keep_checkpoints: int = 3
     audit_every: int = 10
     """Completed checkpoints between two orphan audits (each lists the whole storage)."""
+    blob_gc_interval_seconds: float | None = 3600.0
+    """At most this often, after a completed checkpoint, delete the blobs past their TTL
+    (agents' payloads by reference, ``docs/blobs.md``); None: never (``sluicegate blobs gc``
+    by hand or from cron)."""
     stop_timeout_seconds: float = 60.0
     """How long a graceful stop waits for subtasks to stop once told to (the final checkpoint
     before it is bounded by ``timeout_seconds``)."""

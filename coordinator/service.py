@@ -135,7 +135,10 @@ class Coordinator:
         self._recover_at: float | None = None
         self._offsets: SourceOffsets | None = None
         self._housekeeping = Housekeeping(
-            storage, keep=self.settings.keep_checkpoints, audit_every=self.settings.audit_every
+            storage,
+            keep=self.settings.keep_checkpoints,
+            audit_every=self.settings.audit_every,
+            blob_gc_interval_s=self.settings.blob_gc_interval_seconds,
         )
         self._storage_backoff = StorageBackoff()
         self._adoption: tuple[int, dict[str, tuple[str, ...]], float] | None = None

@@ -35,6 +35,7 @@ from operators.state.store import PartitionState
 
 if TYPE_CHECKING:
     from operators.kafka import KafkaLike
+    from operators.storage import Storage
 
 __all__ = ["Context", "OpenContext", "Operator", "OperatorFactory", "ProcessFunction", "Record"]
 
@@ -103,6 +104,14 @@ class OpenContext(Protocol):
     @property
     def input_partitions(self) -> list[tuple[str, int]]:
         """The ``(topic, partition)`` pairs this subtask reads."""
+        ...
+
+    @property
+    def storage(self) -> Storage:
+        """The job's checkpoint storage, for an operator's own durable files, each under a
+        prefix of its own in `operators.storage.layout` (an agent's payloads by reference go
+        under ``blobs/``). Never write under ``checkpoints/``, ``shared/`` or ``savepoints/``:
+        retention and orphan audits own them."""
         ...
 
     def owned_topic(self, suffix: str) -> str:

@@ -13,6 +13,7 @@ from operators.contract import Record
 from operators.kafka import KafkaLike
 from operators.runtime.wakes import WakeUp
 from operators.state.store import PartitionState
+from operators.storage import Storage
 
 __all__ = ["Emitted", "OperatorOpenContext", "RecordContext"]
 
@@ -68,6 +69,7 @@ class OperatorOpenContext:
     input_partitions: list[tuple[str, int]]
     owned_topics: dict[str, str]
     """suffix -> topic name"""
+    storage: Storage
     _states: Callable[[str, int], PartitionState]
     _schedule: Callable[[WakeUp], None]
     _clock: Callable[[], float]

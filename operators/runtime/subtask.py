@@ -146,6 +146,7 @@ class Subtask:
         self._local_dir = local_dir
         self._restore = restore
         self._settings = settings or SubtaskSettings()
+        self._storage = storage
         self._snapshots = SnapshotStore(
             storage, uploaded=sst_checksums(restore.handle) if restore else None
         )
@@ -452,6 +453,7 @@ class Subtask:
             owned_topics={
                 t.suffix: self._spec.owned_topic_name(self.graph.name, t.suffix) for t in owned
             },
+            storage=self._storage,
             _states=self._state_of,
             _schedule=self.schedule_wake,
             _clock=time.monotonic,

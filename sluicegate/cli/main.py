@@ -15,6 +15,8 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person; exit 1 saying why when the agent's events show no such run, or a run that is
   not waiting (``--force`` writes the decision unchecked).
+* ``sluicegate blobs list|erase|gc``: payloads agents stored by reference
+  (`sluicegate.cli.blobs`).
 * ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
@@ -41,6 +43,7 @@ from coordinator.job_state import JobState
 from coordinator.service import Coordinator
 from operators.exceptions import ConfigError, SluicegateError
 from operators.kafka import KafkaLike, KafkaSettings
+from sluicegate.cli.blobs import register as register_blob_commands
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
@@ -201,6 +204,7 @@ def _parser() -> argparse.ArgumentParser:
 
     checkpoint = register_client_commands(commands)
     register_savepoint_commands(commands)
+    register_blob_commands(commands)
     audit = checkpoint.add_parser(
         "audit", help="list stored files no checkpoint references (needs no coordinator)"
     )

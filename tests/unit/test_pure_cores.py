@@ -31,6 +31,7 @@ CORES = (
     "agents.run",
     "agents.journal.resolution",
     "agents.journal.entries",
+    "agents.blobs.handle",
 )
 
 

@@ -22,6 +22,7 @@ from agents.state import Budget, RunState, RunStatus, run_key
 from agents.tools import Tool, ToolContext, ToolKind, tool
 from operators.contract import Record
 from operators.exceptions import RetryableError
+from operators.storage import Storage, open_storage
 
 TOPICS = AgentTopics(
     tasks="desk.tasks", approvals="desk.approvals", events="desk.events", results="desk.results"
@@ -116,6 +117,7 @@ class FakeOpenContext:
     input_partitions: list[tuple[str, int]] = field(
         default_factory=lambda: [(TOPICS.tasks, 0), (TOPICS.approvals, 0)]
     )
+    storage: Storage = field(default_factory=lambda: open_storage("memory://"))
 
     def owned_topic(self, suffix: str) -> str:
         raise AssertionError("an operator given a journal needs no topic of its own")
