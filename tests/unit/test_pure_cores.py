@@ -29,6 +29,9 @@ CORES = (
     "coordinator.liveness",
     "coordinator.restart",
     "agents.run",
+    "agents.replay",
+    "agents.fork",
+    "agents.fork_request",
     "agents.journal.resolution",
     "agents.journal.entries",
 )
