@@ -14,11 +14,14 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from agents.exceptions import ForkRefusedError
 from agents.fork import ForkPatch, ForkSeedError, apply_patch, check_seed
 from agents.messages import MAX_FORK_MESSAGES, ForkRun
+from agents.models.contract import ChatMessage
 from agents.replay import replay, settled_at
-from agents.state import RecordedCall, RunStatus
+from agents.state import RecordedCall, RunState, RunStatus
 
 __all__ = ["fork_request", "new_fork_id"]
 
@@ -86,9 +89,29 @@ def fork_request(
             for r in states
             if r.event["type"] == "tool" and r.event["step"] > from_step
         ][:MAX_FORK_MESSAGES]
+    try:
+        note = None if patch is None else patch.describe()
+        return _command(state, goal, messages, run_id, from_step, recorded, recorded_only, by, note)
+    except ValidationError as exc:
+        raise ForkRefusedError(
+            parent, from_step, f"not a valid fork: {exc}", "see the error"
+        ) from None
+
+
+def _command(
+    state: RunState,
+    goal: str,
+    messages: tuple[ChatMessage, ...],
+    run_id: str,
+    from_step: int,
+    recorded: list[RecordedCall],
+    recorded_only: bool,
+    by: str,
+    note: str | None,
+) -> ForkRun:
     return ForkRun(
         run_id=run_id,
-        parent_run_id=parent,
+        parent_run_id=state.run_id,
         from_step=from_step,
         goal=goal,
         messages=messages,
@@ -98,5 +121,5 @@ def fork_request(
         recorded_only=recorded_only,
         recorded=tuple(recorded),
         by=by,
-        note=None if patch is None else patch.describe(),
+        note=note,
     )
