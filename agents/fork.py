@@ -19,13 +19,26 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from agents.models.contract import ChatMessage
 from agents.run import Event, Transition, _emit
 from agents.state import Budget, ForkOrigin, RunState, RunUsage
 
-__all__ = ["ForkPatch", "ForkSeedError", "apply_patch", "check_seed", "fork_run", "seed_of"]
+__all__ = [
+    "ForkPatch",
+    "ForkSeedError",
+    "GoalChange",
+    "InstructionsChange",
+    "MessageChange",
+    "ToolResultChange",
+    "apply_patch",
+    "check_seed",
+    "describe_patch",
+    "fork_run",
+    "parse_patch",
+    "seed_of",
+]
 
 
 class ForkSeedError(ValueError):
@@ -34,46 +47,6 @@ class ForkSeedError(ValueError):
     def __init__(self, run_id: str, reason: str) -> None:
         super().__init__(f"fork {run_id!r}: {reason}")
         self.run_id, self.reason = run_id, reason
-
-
-class ForkPatch(BaseModel):
-    """The one change a fork makes to the parent's state (a JSON file of ``--patch``).
-
-    Exactly one of:
-
-    * ``{"message": {"index": 3, "content": "..."}}``: replace message 3's content (0 is the
-      system message, 1 the user's goal);
-    * ``{"tool_result": {"call_id": "c2", "result": {...}}}``: the tool message answering
-      call ``c2`` says ``result`` instead of what the tool returned (``error`` instead:
-      ``{"call_id": "c2", "error": "timeout"}``);
-    * ``{"instructions": "..."}``: a new system message;
-    * ``{"goal": "..."}``: a new user message (and goal).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    message: _MessagePatch | None = None
-    tool_result: _ToolResultPatch | None = None
-    instructions: str | None = Field(default=None, min_length=1)
-    goal: str | None = Field(default=None, min_length=1)
-
-    @model_validator(mode="after")
-    def _one_change(self) -> ForkPatch:
-        given = [f for f in ("message", "tool_result", "instructions", "goal") if getattr(self, f)]
-        if len(given) != 1:
-            raise ValueError(
-                f"a patch makes exactly one change (message, tool_result, instructions or "
-                f"goal); this one sets {given or 'none'}"
-            )
-        return self
-
-    def describe(self) -> str:
-        """One line saying what the patch changes."""
-        if self.message is not None:
-            return f"message {self.message.index} replaced"
-        if self.tool_result is not None:
-            return f"result of call {self.tool_result.call_id} replaced"
-        return "instructions replaced" if self.instructions is not None else "goal replaced"
 
 
 class _MessagePatch(BaseModel):
@@ -91,7 +64,60 @@ class _ToolResultPatch(BaseModel):
     error: str | None = None
 
 
-ForkPatch.model_rebuild()
+class MessageChange(BaseModel):
+    """``{"message": {"index": 3, "content": "..."}}``: replace message 3's content (0 is the
+    system message, 1 the user's goal)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: _MessagePatch
+
+
+class ToolResultChange(BaseModel):
+    """``{"tool_result": {"call_id": "c2", "result": {...}}}``: the tool message answering
+    call ``c2`` says ``result`` instead of what the tool returned (``"error": "..."`` instead:
+    a tool error)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_result: _ToolResultPatch
+
+
+class InstructionsChange(BaseModel):
+    """``{"instructions": "..."}``: a new system message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instructions: str = Field(min_length=1)
+
+
+class GoalChange(BaseModel):
+    """``{"goal": "..."}``: a new user message (and goal)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    goal: str = Field(min_length=1)
+
+
+ForkPatch = MessageChange | ToolResultChange | InstructionsChange | GoalChange
+"""The one change a fork makes to the parent's state (the JSON of ``--patch``): exactly one
+of the four (each refuses other fields)."""
+
+_PATCH: TypeAdapter[ForkPatch] = TypeAdapter(ForkPatch)
+
+
+def parse_patch(data: str | bytes) -> ForkPatch:
+    """A patch from JSON; a pydantic ``ValidationError`` (a ``ValueError``) if it is none."""
+    return _PATCH.validate_json(data)
+
+
+def describe_patch(patch: ForkPatch) -> str:
+    """One line saying what ``patch`` changes."""
+    if isinstance(patch, MessageChange):
+        return f"message {patch.message.index} replaced"
+    if isinstance(patch, ToolResultChange):
+        return f"result of call {patch.tool_result.call_id} replaced"
+    return "instructions replaced" if isinstance(patch, InstructionsChange) else "goal replaced"
 
 
 def apply_patch(
@@ -100,19 +126,19 @@ def apply_patch(
     """``goal`` and ``messages`` with ``patch`` applied; ``ValueError`` when it does not fit
     them (no such message, no tool message answering the call)."""
     out = list(messages)
-    if patch.instructions is not None:
+    if isinstance(patch, InstructionsChange):
         out[0] = out[0].model_copy(update={"content": patch.instructions})
-    elif patch.goal is not None:
+    elif isinstance(patch, GoalChange):
         goal = patch.goal
         out[1] = out[1].model_copy(update={"content": patch.goal})
-    elif patch.message is not None:
+    elif isinstance(patch, MessageChange):
         index = patch.message.index
         if index >= len(out):
             raise ValueError(f"no message {index}: the state at this step has {len(out)}")
         if index == 1:
             goal = patch.message.content
         out[index] = out[index].model_copy(update={"content": patch.message.content})
-    elif patch.tool_result is not None:
+    else:
         swap = patch.tool_result
         where = [
             i for i, m in enumerate(out) if m.role == "tool" and m.tool_call_id == swap.call_id

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.exceptions import ForkRefusedError
-from agents.fork import ForkPatch, ForkSeedError, apply_patch, check_seed
+from agents.fork import ForkPatch, ForkSeedError, apply_patch, check_seed, describe_patch
 from agents.messages import MAX_FORK_MESSAGES, ForkRun
 from agents.models.contract import ChatMessage
 from agents.replay import replay, settled_at
@@ -90,7 +90,7 @@ def fork_request(
             if r.event["type"] == "tool" and r.event["step"] > from_step
         ][:MAX_FORK_MESSAGES]
     try:
-        note = None if patch is None else patch.describe()
+        note = None if patch is None else describe_patch(patch)
         return _command(state, goal, messages, run_id, from_step, recorded, recorded_only, by, note)
     except ValidationError as exc:
         raise ForkRefusedError(

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.client import request_fork
-from agents.fork import ForkPatch
+from agents.fork import ForkPatch, parse_patch
 from agents.history import RunHistory
 from agents.replay import replay
 from operators.exceptions import ConfigError
@@ -172,7 +172,7 @@ def _read_patch(path: Path) -> ForkPatch:
     if len(data) > _MAX_PATCH_BYTES:
         raise ConfigError("--patch", f"{path} is larger than {_MAX_PATCH_BYTES} bytes")
     try:
-        return ForkPatch.model_validate_json(data)
+        return parse_patch(data)
     except ValidationError as exc:
         raise ConfigError("--patch", f"{path} is not a patch: {exc}") from None
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agents.exceptions import ForkRefusedError
-from agents.fork import ForkPatch, ForkSeedError, check_seed
+from agents.fork import ForkSeedError, GoalChange, apply_patch, check_seed, parse_patch
 from agents.fork_request import fork_request, new_fork_id
 from agents.messages import MAX_COMMAND_BYTES, ApprovalDecision, ForkRun, parse_command
 from agents.models.contract import ChatMessage, ToolCall
@@ -45,7 +45,7 @@ async def forked(desk: Desk, command: ForkRun) -> RunState:
 async def test_a_fork_goes_on_from_the_step_with_the_parent_s_usage_and_new_keys() -> None:
     desk = await parent()
     history = events_of(desk)
-    patch = ForkPatch.model_validate({"tool_result": {"call_id": "c0-0", "result": {"x": 7}}})
+    patch = parse_patch('{"tool_result": {"call_id": "c0-0", "result": {"x": 7}}}')
     command = fork_request(history, 1, run_id="r1.fork", patch=patch, by="ann")
     assert command.usage == replay(history)[1].state.usage  # after model call 1
     fork = await forked(desk, command)
@@ -86,7 +86,7 @@ async def test_a_recorded_only_fork_executes_no_effect() -> None:
 
 async def test_a_recorded_only_fork_answers_an_unrecorded_call_with_an_error() -> None:
     desk = await parent()
-    patch = ForkPatch(goal="reserve something else")
+    patch = GoalChange(goal="reserve something else")
     command = fork_request(events_of(desk), 0, run_id="r1.dry", recorded_only=True, patch=patch)
     command = command.model_copy(update={"recorded": ()})
     fork = await forked(desk, command)
@@ -115,18 +115,44 @@ async def test_a_fork_from_a_step_the_run_never_settled_at_is_refused() -> None:
     with pytest.raises(ForkRefusedError, match=r"never settled.*") as caught:
         fork_request(events_of(desk), 3, run_id="r1.fork")  # the answer: the run ended
     assert "[0, 1, 2]" in caught.value.what_to_do
-    patch = ForkPatch.model_validate({"message": {"index": 9, "content": "x"}})
+    patch = parse_patch('{"message": {"index": 9, "content": "x"}}')
     with pytest.raises(ForkRefusedError, match="no message 9"):
         fork_request(events_of(desk), 1, run_id="r1.fork", patch=patch)
 
 
-def test_a_patch_makes_exactly_one_change() -> None:
-    with pytest.raises(ValidationError, match="exactly one change"):
-        ForkPatch.model_validate({"goal": "a", "instructions": "b"})
-    with pytest.raises(ValidationError, match="exactly one change"):
-        ForkPatch.model_validate({})
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"goal": "a", "instructions": "b"}',
+        "{}",
+        '{"goal": "a", "rm -rf": true}',
+        '{"goal": ""}',
+        '{"message": {"index": -1, "content": "x"}}',
+        '{"tool_result": {"result": 1}}',
+        "[]",
+        "not json",
+    ],
+)
+def test_a_patch_makes_exactly_one_well_formed_change(text: str) -> None:
     with pytest.raises(ValidationError):
-        ForkPatch.model_validate({"goal": "a", "rm -rf": True})
+        parse_patch(text)
+
+
+def test_a_patch_of_each_kind_applies() -> None:
+    messages = conversation("system", "user", "call", "result")
+    for text, index, content in [
+        ('{"instructions": "be brief"}', 0, "be brief"),
+        ('{"goal": "refund 9"}', 1, "refund 9"),
+        ('{"message": {"index": 1, "content": "refund 8"}}', 1, "refund 8"),
+        ('{"tool_result": {"call_id": "c2", "error": "timeout"}}', 3, "error: timeout"),
+        ('{"tool_result": {"call_id": "c2", "result": [1]}}', 3, "[1]"),
+    ]:
+        goal, patched = apply_patch("refund 7", messages, parse_patch(text))
+        assert patched[index].content == content
+        assert goal == (content if index == 1 else "refund 7")
+        assert [m for i, m in enumerate(patched) if i != index] == [
+            m for i, m in enumerate(messages) if i != index
+        ]
 
 
 def conversation(*roles: str) -> list[ChatMessage]:
