@@ -90,7 +90,8 @@ async def test_a_fork_refunds_once_under_its_own_key_across_a_sigkill(
     try:
         task = TaskRequest(run_id="parent", goal=task_goal(f"ord-{tag}", research=2))
         await submit_tasks(kafka_bootstrap, topics.tasks, [task])
-        (parent,), _ = (await results_until(kafka_bootstrap, tag, 1, cluster))[0].values(), 0
+        first, _ = await results_until(kafka_bootstrap, tag, 1, cluster)
+        parent = first["parent"]
         assert parent.status == "done"
         assert parent.steps == 5
         before = world.state.snapshot()
