@@ -89,6 +89,7 @@ def runs_router(
         name: RunHistory(bootstrap, name, topics.events) for name, topics in agents.items()
     }
     errors: dict[int | str, dict[str, Any]] = {
+        400: {"model": dict[str, str], "description": "a body that does not parse"},
         401: {"model": dict[str, str], "description": "no bearer token, or an unknown one"},
         403: {"model": dict[str, str], "description": "the token lacks the scope"},
         404: {"model": dict[str, str], "description": "no such agent, or no such run"},
