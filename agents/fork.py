@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from agents.models.contract import ChatMessage
-from agents.run import Event, Transition, _emit
+from agents.run import Event, Transition, _emit  # the machine's own stamping of events
 from agents.state import Budget, ForkOrigin, RunState, RunUsage
 
 __all__ = [

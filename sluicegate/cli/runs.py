@@ -101,7 +101,7 @@ def _print_json(value: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    runs = asyncio.run(_history_of(args).runs(limit=max(1, args.limit) * 10))
+    runs = asyncio.run(_history_of(args).runs(limit=1_000_000))
     if args.status is not None:
         runs = [r for r in runs if r.status == args.status]
     runs = runs[: max(1, args.limit)]

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from agents.agent import Agent, AgentTopics, add_agent, agents_in
 from agents.declaration import TaskFeed, task_from_json
-from agents.messages import ApprovalDecision, RunResult, TaskRequest
+from agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest
+from agents.models.contract import ChatMessage
 from agents.routing import RunRouter, routed_topic
 from agents.state import Budget
 from operators.contract import Record
@@ -55,6 +56,13 @@ def test_tasks_and_decisions_are_keyed_by_the_run_id_of_their_value() -> None:
     assert TaskRequest.model_validate_json(value) == task
     assert json.loads(value)["budget"] == {"max_steps": 3}  # only the limits the task set
     assert route("desk.approvals", decision, None) == [("routed.approvals", b"r-1", decision)]
+
+
+def test_a_fork_is_keyed_by_the_new_run_s_id() -> None:
+    messages = (ChatMessage(role="system", content="s"), ChatMessage(role="user", content="g"))
+    fork = ForkRun(run_id="r-1.b", parent_run_id="r-1", from_step=0, goal="g", messages=messages)
+    value = fork.model_dump_json().encode()
+    assert route("desk.approvals", value, b"r-1") == [("routed.approvals", b"r-1.b", value)]
 
 
 def test_a_feed_maps_its_records_to_tasks_or_skips_them() -> None:
