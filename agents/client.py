@@ -1,10 +1,11 @@
-"""Writing to an agent's input topics from outside: submit tasks, approve or reject calls.
+"""Writing to an agent's input topics from outside: submit tasks, approve or reject calls,
+fork runs.
 
 Records are keyed by ``run_id``. Any partition will do: the agent's routing operator
 (`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
 reaches its run whatever client and partitioner wrote the task. These functions write
 unchecked; ``sluicegate approve|reject`` and the HTTP routes first check the run's status
-(`agents.run_directory`).
+(`agents.run_directory`); `request_fork` reads the parent's history first.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from collections.abc import AsyncIterator, Iterable
 
 from aiokafka import AIOKafkaProducer
 
-from agents.messages import ApprovalDecision, TaskRequest
+from agents.fork import ForkPatch
+from agents.fork_request import fork_request, new_fork_id
+from agents.history import RunHistory
+from agents.messages import ApprovalDecision, ForkRun, TaskRequest
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
 
-__all__ = ["send_decision", "submit_tasks"]
+__all__ = ["request_fork", "send_decision", "send_fork", "submit_tasks"]
 
 
 async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskRequest]) -> int:
@@ -38,6 +42,45 @@ async def send_decision(bootstrap: KafkaLike, topic: str, decision: ApprovalDeci
     async with _producer(bootstrap) as producer:
         value = decision.model_dump_json().encode()
         await producer.send_and_wait(topic, value, key=decision.run_id.encode())
+
+
+async def send_fork(bootstrap: KafkaLike, topic: str, fork: ForkRun) -> None:
+    """Write one fork command to the approvals ``topic`` (keyed by the NEW run's id)."""
+    async with _producer(bootstrap) as producer:
+        await producer.send_and_wait(
+            topic, fork.model_dump_json().encode(), key=fork.run_id.encode()
+        )
+
+
+async def request_fork(
+    history: RunHistory,
+    approvals: str,
+    parent_run_id: str,
+    from_step: int,
+    *,
+    patch: ForkPatch | None = None,
+    recorded_only: bool = False,
+    run_id: str | None = None,
+    by: str = "unknown",
+) -> ForkRun:
+    """Fork ``parent_run_id`` after ``from_step``: read its events from ``history``, build the
+    command (`agents.fork_request.fork_request`) and write it to ``approvals``.
+
+    Raises:
+        UnknownRunError, EventsUnavailableError, HistoryError, ForkRefusedError: nothing was
+            written.
+    """
+    events = await history.events(parent_run_id)
+    fork = fork_request(
+        events,
+        from_step,
+        run_id=run_id or new_fork_id(parent_run_id),
+        patch=patch,
+        recorded_only=recorded_only,
+        by=by,
+    )
+    await send_fork(history.bootstrap, approvals, fork)
+    return fork
 
 
 @contextlib.asynccontextmanager

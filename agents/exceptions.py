@@ -4,9 +4,11 @@
     ├── RetryableError
     │   └── EventsUnavailableError   the agent's events topic could not be read in time
     └── FatalError
-        └── DecisionRefusedError     the decision cannot apply to the run as it stands
-            ├── UnknownRunError      no event of the run (HTTP 404)
-            └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        ├── DecisionRefusedError     the decision cannot apply to the run as it stands
+        │   ├── UnknownRunError      no event of the run (HTTP 404)
+        │   └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        ├── HistoryError             a run's events do not replay (gap, unknown type, ...)
+        └── ForkRefusedError         a fork cannot start from the step asked for (HTTP 409)
 
 (Errors of the effect journal and of model clients are in ``agents.journal.exceptions`` and
 ``agents.models.exceptions``.) Each carries ``what_to_do``, which the HTTP API returns and the
@@ -20,6 +22,8 @@ from operators.exceptions import FatalError, RetryableError
 __all__ = [
     "DecisionRefusedError",
     "EventsUnavailableError",
+    "ForkRefusedError",
+    "HistoryError",
     "RunNotWaitingError",
     "UnknownRunError",
 ]
@@ -80,3 +84,27 @@ class RunNotWaitingError(DecisionRefusedError):
             "that was just decided on shows its new status about one checkpoint interval later",
         )
         self.status, self.waits_on, self.call_id = status, waits_on, call_id
+
+
+class HistoryError(FatalError):
+    """The events of ``run_id`` do not replay at ``seq`` (``reason`` says why)."""
+
+    def __init__(self, run_id: str, seq: int, reason: str) -> None:
+        self.message = f"run {run_id!r}: its history does not replay at event {seq}: {reason}"
+        self.what_to_do = (
+            "a run whose first events outlived the events topic's retention, or that ran on a "
+            "version writing events without their payloads, cannot be replayed; otherwise "
+            "report it with the run's events (`sluicegate runs history RUN --json`)"
+        )
+        super().__init__(f"{self.message}; {self.what_to_do}")
+        self.run_id, self.seq, self.reason = run_id, seq, reason
+
+
+class ForkRefusedError(FatalError):
+    """Run ``run_id`` cannot be forked after step ``step`` (``reason`` says why)."""
+
+    def __init__(self, run_id: str, step: int, reason: str, what_to_do: str) -> None:
+        self.message = f"cannot fork run {run_id!r} after step {step}: {reason}"
+        self.what_to_do = what_to_do
+        super().__init__(f"{self.message}; {what_to_do}")
+        self.run_id, self.step, self.reason = run_id, step, reason

@@ -2,8 +2,11 @@
 
 * tasks topic (key ``run_id``, any partitioner): `TaskRequest` starts a run; a second one for
   the same run is ignored (a producer's retry must not start the run twice).
-* approvals topic (key ``run_id``, any partitioner): `ApprovalDecision`. The routing operator
-  re-keys both by the ``run_id`` of the value, so they meet in one partition of the agent.
+* approvals topic (key ``run_id``, any partitioner): a person's commands about runs, told
+  apart by their ``command`` field (`parse_command`): `ApprovalDecision` (``decision``, the
+  default, so decisions written before the field still parse) and `ForkRun` (``fork``: start a
+  new run from another's step). The routing operator re-keys tasks and commands by the
+  ``run_id`` of the value (a fork's is the NEW run's), so they meet in one partition.
 * events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
   per run by ``seq``.
 * results sink, or a topic that downstream operators and agents read (key ``run_id``): one
@@ -18,9 +21,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agents.state import Budget, RunState
+from agents.models.contract import ChatMessage
+from agents.state import Budget, ForkOrigin, RecordedCall, RunState, RunUsage
 
-__all__ = ["ApprovalDecision", "RunResult", "TaskRequest"]
+__all__ = [
+    "MAX_COMMAND_BYTES",
+    "MAX_FORK_MESSAGES",
+    "ApprovalDecision",
+    "ForkRun",
+    "RunCommand",
+    "RunResult",
+    "TaskRequest",
+    "parse_command",
+]
+
+MAX_COMMAND_BYTES = 4 * 1024 * 1024
+"""The largest approvals-topic record `parse_command` reads (a fork carries a conversation)."""
+MAX_FORK_MESSAGES = 2000
+"""The most messages a fork's seed may carry."""
+_RUN_ID = r"^[A-Za-z0-9._:-]+$"
 
 
 class TaskRequest(BaseModel):
@@ -35,7 +54,7 @@ class TaskRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: Literal[1] = 1
-    run_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    run_id: str = Field(min_length=1, max_length=200, pattern=_RUN_ID)
     goal: str = Field(min_length=1)
     budget: Budget | None = None
     """Limits for this run: the ones it sets replace the agent's default budget's, each capped
@@ -55,6 +74,9 @@ class TaskRequest(BaseModel):
 class ApprovalDecision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    command: Literal["decision"] = Field(default="decision", exclude=True)
+    """Never written (a decision is the default command), so readers that predate
+    `parse_command` still read new decisions."""
     schema_version: Literal[1] = 1
     run_id: str
     approved: bool
@@ -62,6 +84,75 @@ class ApprovalDecision(BaseModel):
     """The call decided on; empty means whatever call the run is waiting on."""
     by: str = "unknown"
     reason: str | None = None
+
+
+class ForkRun(BaseModel):
+    """Start run ``run_id`` from ``parent_run_id`` after its step ``from_step`` (`agents.fork`).
+
+    The seed is what the writer replayed from the parent's events and patched: ``messages``
+    (the conversation up to the step boundary), ``usage`` so far (the budget carries over),
+    ``budget`` (capped again by the agent's ceiling when the run starts), ``goal`` and
+    ``metadata``. The agent validates it like any input (`agents.fork.check_seed`); a fork
+    whose ``run_id`` exists is ignored like a duplicate task.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: Literal["fork"] = "fork"
+    schema_version: Literal[1] = 1
+    run_id: str = Field(min_length=1, max_length=200, pattern=_RUN_ID)
+    """The NEW run's id."""
+    parent_run_id: str = Field(min_length=1, max_length=200)
+    from_step: int = Field(ge=0)
+    goal: str = Field(min_length=1)
+    messages: tuple[ChatMessage, ...] = Field(min_length=2, max_length=MAX_FORK_MESSAGES)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    budget: Budget = Field(default_factory=Budget)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    recorded_only: bool = False
+    recorded: tuple[RecordedCall, ...] = Field(default=(), max_length=MAX_FORK_MESSAGES)
+    """Recorded-only forks: the parent's tool calls after ``from_step`` (`RecordedCall`)."""
+    by: str = Field(default="unknown", max_length=200)
+    note: str | None = Field(default=None, max_length=2000)
+    """What the fork changed (the patch, described), shown in its history."""
+
+    def origin(self) -> ForkOrigin:
+        return ForkOrigin(
+            run_id=self.parent_run_id,
+            step=self.from_step,
+            recorded_only=self.recorded_only,
+            recorded=self.recorded,
+        )
+
+
+RunCommand = ApprovalDecision | ForkRun
+"""What the approvals topic carries, in the order of `_COMMANDS`."""
+
+_COMMANDS: dict[str, type[ApprovalDecision] | type[ForkRun]] = {
+    "decision": ApprovalDecision,
+    "fork": ForkRun,
+}
+
+
+def parse_command(data: bytes | None) -> RunCommand:
+    """The command of an approvals-topic record; raise ``ValueError`` (a pydantic
+    ``ValidationError`` is one) saying what is wrong with a record that is not one.
+
+    A record without ``command`` is a decision (the only command before forks)."""
+    if data is None or len(data) > MAX_COMMAND_BYTES:
+        size = "no value" if data is None else f"{len(data)} bytes"
+        raise ValueError(f"approvals record: {size}; expected JSON of at most {MAX_COMMAND_BYTES}")
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"approvals record is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"approvals record is a JSON {type(doc).__name__}, not an object")
+    command = doc.get("command", "decision")
+    model = _COMMANDS.get(command) if isinstance(command, str) else None
+    if model is None:
+        raise ValueError(f"approvals record: unknown command {command!r}; known: {list(_COMMANDS)}")
+    return model.model_validate(doc)
 
 
 class RunResult(BaseModel):

@@ -40,6 +40,7 @@ from agents.blobs.handle import BlobHandle, unavailable_marker
 from agents.blobs.references import BlobReferences
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from agents.faults import fault_point
+from agents.fork import fork_run
 from agents.journal import (
     EffectKind,
     EffectResult,
@@ -50,7 +51,7 @@ from agents.journal import (
     perform,
 )
 from agents.journal.kafka import KafkaJournal
-from agents.messages import ApprovalDecision, RunResult, TaskRequest
+from agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest, parse_command
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
 from agents.state import RunState, RunStatus, run_key
@@ -179,8 +180,12 @@ class AgentOperator(Operator):
     async def process(self, record: Record, ctx: Context) -> None:
         if record.topic == self.topics.tasks:
             self._on_task(TaskRequest.model_validate_json(record.value), ctx)
+            return
+        command = parse_command(record.value)
+        if isinstance(command, ForkRun):
+            self._on_fork(command, ctx)
         else:
-            self._on_decision(ApprovalDecision.model_validate_json(record.value), ctx)
+            self._on_decision(command, ctx)
 
     def _on_task(self, task: TaskRequest, ctx: Context) -> None:
         if ctx.state.get(run_key(task.run_id)) is not None:
@@ -216,6 +221,34 @@ class AgentOperator(Operator):
             return
         self._save(step, tasks, ctx)
         ctx.wake(decision.run_id.encode(), topic=self.topics.tasks)
+
+    def _on_fork(self, fork: ForkRun, ctx: Context) -> None:
+        """Start fork ``fork.run_id`` from its seed (`agents.fork.fork_run`), unless a run of
+        that id exists (ignored like a duplicate task). Its budget is the seed's, capped at
+        the agent's ceiling; a seed that does not check out raises (dead-lettered)."""
+        tasks = ctx.state_of(self.topics.tasks)
+        if tasks.get(run_key(fork.run_id)) is not None:
+            logger.info("run %s exists: fork record ignored", fork.run_id)
+            return
+        agent = self.agent
+        ceiling = agent.budget if agent.budget_ceiling is None else agent.budget_ceiling
+        start = fork_run(
+            fork.run_id,
+            fork.origin(),
+            goal=fork.goal,
+            messages=fork.messages,
+            usage=fork.usage,
+            budget=fork.budget.capped_by(ceiling),
+            metadata=fork.metadata,
+            now=self._clock(),
+            note=fork.note,
+        )
+        logger.info(
+            "run %s forked from %s after step %d by %s",
+            fork.run_id, fork.parent_run_id, fork.from_step, fork.by,
+        )  # fmt: skip
+        self._save(machine.Transition(start.state, start.event | {"by": fork.by}), tasks, ctx)
+        ctx.wake(fork.run_id.encode(), topic=self.topics.tasks)
 
     # -- driving a run --------------------------------------------------------------------
 
@@ -264,6 +297,8 @@ class AgentOperator(Operator):
             return machine.ask_approval(state, action, now)
         if isinstance(action, machine.RecordIntent):
             return machine.record_intent(state, action, now)
+        if isinstance(action, machine.ReuseRecorded):
+            return machine.after_tool(state, action, action.result, action.error, now)
         return await self._call_tool(state, action, ctx, now)
 
     async def _call_model(
@@ -301,6 +336,7 @@ class AgentOperator(Operator):
                 return document
             return await refs.offload_response(run, action.key, document)
 
+        started = time.monotonic()
         outcome = await self._effect(state, ctx, EffectKind.MODEL, self.agent.model_name,
                                      action.key, {}, OnUnknown.RETRY, call, None)  # fmt: skip
         assert isinstance(outcome, EffectResult)  # a model call can always be retried
@@ -313,7 +349,7 @@ class AgentOperator(Operator):
             self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
             self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
             self._metrics.cost.labels(*labels).inc(usage.cost_usd)
-        step = machine.after_model(state, response, now)
+        step = _timed(machine.after_model(state, response, now), started, outcome.replayed)
         if refs is not None:
             step = _with_blob(
                 step, refs.stored_content(state, action.key, response.message.content)
@@ -341,6 +377,7 @@ class AgentOperator(Operator):
                 return LookupFound(await refs.offload_result(state, action.key, found.value))
 
             lookup = lookup_call
+        started = time.monotonic()
         outcome = await self._effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
                                      action.arguments, tool.on_unknown, call, lookup)  # fmt: skip
         if isinstance(outcome, EffectUnknown):
@@ -349,14 +386,12 @@ class AgentOperator(Operator):
                 "run %s: outcome of %s (%s) is unknown and %s cannot settle it: run parked",
                 state.run_id, tool.name, action.key, tool.on_unknown.value,
             )  # fmt: skip
-            failed = state.model_copy(
-                update={"effects": tuple(
-                    e.model_copy(update={"status": "unknown"}) if e.key == action.key else e
-                    for e in state.effects
-                )}
-            )  # fmt: skip
-            return machine.fail(failed, "outcome_unknown", now)
-        step = machine.after_tool(state, action, outcome.value, outcome.error, now)
+            return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
+        step = _timed(
+            machine.after_tool(state, action, outcome.value, outcome.error, now),
+            started,
+            outcome.replayed,
+        )
         if refs is not None:
             step = _with_blob(step, refs.stored_result(state, action.key, outcome.value))
         return step
@@ -467,6 +502,14 @@ def _with_blob(step: machine.Transition, handle: BlobHandle | None) -> machine.T
         return step
     blobs = (*step.state.blobs, handle.id)
     return machine.Transition(step.state.model_copy(update={"blobs": blobs}), step.event)
+
+
+def _timed(step: machine.Transition, started: float, replayed: bool) -> machine.Transition:
+    """``step`` with its event saying how long the call took (``duration_ms``; a journal
+    replay's is the lookup's) and whether the journal replayed it."""
+    duration_ms = round((time.monotonic() - started) * 1000, 3)
+    event = step.event | {"duration_ms": duration_ms, "replayed": replayed}
+    return machine.Transition(step.state, event)
 
 
 def _fault(kind: EffectKind, name: str, point: str) -> None:

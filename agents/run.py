@@ -35,6 +35,7 @@ __all__ = [
     "Idle",
     "RecordIntent",
     "RejectCall",
+    "ReuseRecorded",
     "Transition",
     "after_model",
     "after_tool",
@@ -111,7 +112,18 @@ class CallTool(_ToolStep):
     """Run the tool now."""
 
 
-Action = Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool
+@dataclass(frozen=True, slots=True)
+class ReuseRecorded(_ToolStep):
+    """A recorded-only fork's call of a tool with an effect: not executed; it answers what the
+    parent recorded for it (``result``/``error``, see `ForkOrigin.recorded_outcome`)."""
+
+    result: Any = None
+    error: str | None = None
+
+
+Action = (
+    Idle | Fail | CallModel | RejectCall | AskApproval | RecordIntent | CallTool | ReuseRecorded
+)
 
 
 _EFFECT_KINDS: dict[ToolKind, Literal["idempotent_write", "reversible", "irreversible"]] = {
@@ -152,7 +164,14 @@ def start_run(
         created_at=now,
         updated_at=now,
     )
-    return _emit(state, {"type": "started", "goal": goal, "budget": budget.model_dump()})
+    event: Event = {
+        "type": "started",
+        "goal": goal,
+        "instructions": instructions,
+        "metadata": dict(state.metadata),
+        "budget": budget.model_dump(mode="json"),
+    }
+    return _emit(state, event)
 
 
 def budget_exceeded(state: RunState) -> str | None:
@@ -185,6 +204,10 @@ def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
     except ToolArgumentsError as exc:
         return RejectCall(call, str(exc))
     key = effect_key(state.run_id, state.step, state.call_index)
+    fork = state.forked_from
+    if fork is not None and fork.recorded_only and tool.kind.has_effect:
+        result, error = fork.recorded_outcome(state.step, tool.name, arguments)
+        return ReuseRecorded(call, tool, arguments, key, result, error)
     # Approval is of this effect (its key), not of a call id a model may reuse.
     if tool.needs_approval and key not in state.approved_calls:
         return AskApproval(call, tool, arguments, key)
@@ -217,6 +240,8 @@ def after_model(state: RunState, response: ModelResponse, now: float) -> Transit
         "prompt_tokens": response.usage.prompt_tokens,
         "completion_tokens": response.usage.completion_tokens,
         "cost_usd": response.usage.cost_usd,
+        "message": message.model_dump(mode="json"),
+        "usage": response.usage.model_dump(mode="json"),
     }
     if message.tool_calls:
         state = base.model_copy(update={"pending_calls": message.tool_calls, "call_index": 0})
@@ -237,13 +262,23 @@ def record_intent(state: RunState, action: RecordIntent, now: float) -> Transiti
         compensate=action.tool.compensate,
     )
     state = state.model_copy(update={"effects": (*state.effects, effect), "updated_at": now})
-    return _emit(state, {"type": "effect_issued", "tool": action.tool.name, "key": action.key})
+    event: Event = {
+        "type": "effect_issued",
+        "tool": action.tool.name,
+        "key": action.key,
+        "call_id": action.call.id,
+        "arguments": action.arguments,
+        "kind": effect.kind,
+        "compensate": effect.compensate,
+    }
+    return _emit(state, event)
 
 
 def after_tool(
-    state: RunState, action: CallTool, result: Any, error: str | None, now: float
+    state: RunState, action: CallTool | ReuseRecorded, result: Any, error: str | None, now: float
 ) -> Transition:
-    """Safe point: a tool's result (or its permanent failure) is recorded."""
+    """Safe point: a tool's result (or its permanent failure) is recorded. The event carries
+    ``result`` and ``error`` as given, so a replay of the events rebuilds the same state."""
     content = f"error: {error}" if error is not None else json.dumps(result, sort_keys=True)
     effects = tuple(
         e.model_copy(update={"status": "failed" if error else "done", "result": result})
@@ -252,15 +287,24 @@ def after_tool(
         for e in state.effects
     )
     state = _pop_call(state, action.call, content, now).model_copy(update={"effects": effects})
-    event: Event = {"type": "tool", "tool": action.tool.name, "key": action.key}
-    if error is not None:
-        event["error"] = error
+    event: Event = {
+        "type": "tool",
+        "tool": action.tool.name,
+        "key": action.key,
+        "call_id": action.call.id,
+        "arguments": action.arguments,
+        "result": result,
+        "error": error,
+    }
+    if isinstance(action, ReuseRecorded):
+        event["recorded"] = True
     return _emit(state, event)
 
 
 def reject_call(state: RunState, action: RejectCall, now: float) -> Transition:
     state = _pop_call(state, action.call, f"error: {action.error}", now)
-    return _emit(state, {"type": "tool_rejected", "tool": action.call.name, "error": action.error})
+    event: Event = {"type": "tool_rejected", "tool": action.call.name, "error": action.error}
+    return _emit(state, event | {"call_id": action.call.id})
 
 
 def blob_unavailable(
@@ -296,7 +340,8 @@ def ask_approval(state: RunState, action: AskApproval, now: float) -> Transition
         update={"pending_approval": pending, "updated_at": now}
     )
     event: Event = {"type": "approval_requested", "tool": action.tool.name}
-    return _emit(state, event | {"call_id": action.call.id, "arguments": action.arguments})
+    event |= {"call_id": action.call.id, "arguments": action.arguments, "key": action.key}
+    return _emit(state, event)
 
 
 def decide_approval(
@@ -310,6 +355,7 @@ def decide_approval(
         return None
     running = _status(state, RunStatus.RUNNING).model_copy(update={"pending_approval": None})
     event: Event = {"type": "approval", "approved": approved, "by": by, "reason": reason}
+    event["call_id"] = pending.call.id
     if approved:
         approved_calls = (*running.approved_calls, pending.key)
         state = running.model_copy(update={"approved_calls": approved_calls, "updated_at": now})
@@ -318,9 +364,20 @@ def decide_approval(
     return _emit(_pop_call(running, pending.call, content, now), event)
 
 
-def fail(state: RunState, reason: str, now: float) -> Transition:
+def fail(state: RunState, reason: str, now: float, *, unknown_key: str | None = None) -> Transition:
+    """The run fails with ``reason``; ``unknown_key``: the effect whose outcome nobody can
+    settle, marked ``unknown`` (the run is parked, failed closed)."""
+    if unknown_key is not None:
+        effects = tuple(
+            e.model_copy(update={"status": "unknown"}) if e.key == unknown_key else e
+            for e in state.effects
+        )
+        state = state.model_copy(update={"effects": effects})
     failed = _finish(state, RunStatus.FAILED, reason).model_copy(update={"updated_at": now})
-    return _emit(failed, {"type": "status", "status": "failed", "reason": reason})
+    event: Event = {"type": "status", "status": "failed", "reason": reason}
+    if unknown_key is not None:
+        event["unknown_key"] = unknown_key
+    return _emit(failed, event)
 
 
 def _pop_call(state: RunState, call: ToolCall, content: str, now: float) -> RunState:
@@ -350,7 +407,14 @@ def _status(state: RunState, status: RunStatus) -> RunState:
 
 
 def _emit(state: RunState, event: Event) -> Transition:
-    """Stamp the event with the run, its sequence number and step; count it in the state."""
-    stamped = {"run_id": state.run_id, "seq": state.events, "step": state.step, **event}
+    """Stamp the event with the run, its sequence number, step and time (``at``: the ``now``
+    of the transition, which every transition writes to ``updated_at``); count it."""
+    stamped = {
+        "run_id": state.run_id,
+        "seq": state.events,
+        "step": state.step,
+        "at": state.updated_at,
+        **event,
+    }
     stamped.setdefault("status", state.status.value)
     return Transition(state.model_copy(update={"events": state.events + 1}), stamped)

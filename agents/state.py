@@ -22,7 +22,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "Budget",
     "EffectRecord",
+    "ForkOrigin",
     "PendingApproval",
+    "RecordedCall",
     "RunState",
     "RunStatus",
     "RunUsage",
@@ -138,6 +140,41 @@ class PendingApproval(BaseModel):
     proposed_at: float
 
 
+class RecordedCall(BaseModel):
+    """A tool call a parent run recorded, for a recorded-only fork: what the call answered."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: int = Field(ge=1)
+    tool: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, JsonValue]
+    result: JsonValue = None
+    error: str | None = None
+
+
+class ForkOrigin(BaseModel):
+    """Where a forked run comes from: run ``run_id`` after its step ``step`` (`agents.fork`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    step: int = Field(ge=0)
+    recorded_only: bool = False
+    """Never execute a tool with an effect: a call the parent recorded (same step, tool and
+    arguments) answers what it answered then, any other answers a tool error."""
+    recorded: tuple[RecordedCall, ...] = ()
+    """The parent's tool calls after ``step`` (recorded-only forks only)."""
+
+    def recorded_outcome(
+        self, step: int, tool: str, arguments: dict[str, Any]
+    ) -> tuple[Any, str | None]:
+        """What a recorded-only fork's call answers: (result, error)."""
+        for call in self.recorded:
+            if (call.step, call.tool, call.arguments) == (step, tool, arguments):
+                return call.result, call.error
+        return None, "not executed: recorded-only fork"
+
+
 class RunState(BaseModel):
     """One agent run. ``schema_version`` says which version a stored document is; older ones
     are upgraded on restore and on `decode` (`agents.state_versions`)."""
@@ -173,6 +210,9 @@ class RunState(BaseModel):
     that could not be read any more leaves it (event ``blob_unavailable``)."""
     events: int = 0
     """Events emitted so far: the next event's sequence number."""
+    forked_from: ForkOrigin | None = None
+    """The run and step this run was forked from (None: started by a task). Added with a
+    default within schema_version 2."""
     created_at: float
     updated_at: float
 

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from agents.agent import Agent, AgentTopics, add_agent, agents_in
 from agents.declaration import TaskFeed, task_from_json
-from agents.messages import ApprovalDecision, RunResult, TaskRequest
+from agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest
+from agents.models.contract import ChatMessage
 from agents.routing import RunRouter, routed_topic
 from agents.state import Budget
 from operators.contract import Record
@@ -57,6 +58,13 @@ def test_tasks_and_decisions_are_keyed_by_the_run_id_of_their_value() -> None:
     assert route("desk.approvals", decision, None) == [("routed.approvals", b"r-1", decision)]
 
 
+def test_a_fork_is_keyed_by_the_new_run_s_id() -> None:
+    messages = (ChatMessage(role="system", content="s"), ChatMessage(role="user", content="g"))
+    fork = ForkRun(run_id="r-1.b", parent_run_id="r-1", from_step=0, goal="g", messages=messages)
+    value = fork.model_dump_json().encode()
+    assert route("desk.approvals", value, b"r-1") == [("routed.approvals", b"r-1.b", value)]
+
+
 def test_a_feed_maps_its_records_to_tasks_or_skips_them() -> None:
     ticket = {"id": "t-9", "category": "refund", "text": "broken kettle"}
     [(topic, key, value)] = route("tickets", json.dumps(ticket).encode(), None)
@@ -80,7 +88,7 @@ def test_a_feed_mapping_that_fails_raises_so_the_router_dead_letters_the_record(
 def test_a_malformed_record_raises_so_the_router_dead_letters_it() -> None:
     with pytest.raises(ValidationError):
         route("desk.tasks", b'{"goal": "no run id"}', b"k")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match="not JSON"):
         route("desk.approvals", b"not json", b"k")
 
 

@@ -1,0 +1,125 @@
+"""The `ForkRun` command a person's tool writes, built from the parent's events, sans-IO.
+
+1. replay the parent's events (`agents.replay.replay`), which checks them;
+2. take the state at the step boundary asked for (`agents.replay.settled_at`), refusing a step
+   the run never settled at;
+3. apply the patch (`agents.fork.apply_patch`) and check the seed as the agent will;
+4. for a recorded-only fork, carry the parent's tool calls after that step, so the fork can
+   answer a call the parent made with what it answered then.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from agents.exceptions import ForkRefusedError
+from agents.fork import ForkPatch, ForkSeedError, apply_patch, check_seed, describe_patch
+from agents.messages import MAX_FORK_MESSAGES, ForkRun
+from agents.models.contract import ChatMessage
+from agents.replay import replay, settled_at
+from agents.state import RecordedCall, RunState, RunStatus
+
+__all__ = ["fork_request", "new_fork_id"]
+
+
+def new_fork_id(parent_run_id: str) -> str:
+    """A fresh run id for a fork of ``parent_run_id``."""
+    return f"{parent_run_id[:150]}.fork-{uuid.uuid4().hex[:12]}"
+
+
+def fork_request(
+    history: Sequence[dict[str, Any]],
+    from_step: int,
+    *,
+    run_id: str,
+    patch: ForkPatch | None = None,
+    recorded_only: bool = False,
+    by: str = "unknown",
+) -> ForkRun:
+    """The command forking the run of ``history`` after ``from_step`` (see module doc).
+
+    Raises:
+        HistoryError: the events do not replay.
+        ForkRefusedError: the run never settled at ``from_step``, or the patch does not fit.
+    """
+    states = replay(history)
+    parent = states[-1].state.run_id if states else "?"
+    state = settled_at(states, from_step)
+    if state is None:
+        boundaries = sorted(
+            {
+                r.state.step
+                for r in states
+                if r.state.status is RunStatus.RUNNING
+                and not r.state.pending_calls
+                and r.state.pending_approval is None
+            }
+        )
+        raise ForkRefusedError(
+            parent,
+            from_step,
+            "the run never settled at that step (it ended there, never got that far, or "
+            "waited inside it)",
+            f"fork after one of the steps {boundaries} (`sluicegate runs replay RUN`)",
+        )
+    goal, messages = state.goal, state.messages
+    if patch is not None:
+        try:
+            goal, messages = apply_patch(goal, messages, patch)
+        except ValueError as exc:
+            raise ForkRefusedError(parent, from_step, str(exc), "fix the patch") from None
+    try:
+        check_seed(run_id, messages, from_step)
+    except ForkSeedError as exc:
+        raise ForkRefusedError(parent, from_step, exc.reason, "fix the patch") from None
+    recorded: list[RecordedCall] = []
+    if recorded_only:
+        recorded = [
+            RecordedCall(
+                step=r.event["step"],
+                tool=r.event["tool"],
+                arguments=r.event["arguments"],
+                result=r.event["result"],
+                error=r.event["error"],
+            )
+            for r in states
+            if r.event["type"] == "tool" and r.event["step"] > from_step
+        ][:MAX_FORK_MESSAGES]
+    try:
+        note = None if patch is None else describe_patch(patch)
+        return _command(state, goal, messages, run_id, from_step, recorded, recorded_only, by, note)
+    except ValidationError as exc:
+        raise ForkRefusedError(
+            parent, from_step, f"not a valid fork: {exc}", "see the error"
+        ) from None
+
+
+def _command(
+    state: RunState,
+    goal: str,
+    messages: tuple[ChatMessage, ...],
+    run_id: str,
+    from_step: int,
+    recorded: list[RecordedCall],
+    recorded_only: bool,
+    by: str,
+    note: str | None,
+) -> ForkRun:
+    return ForkRun(
+        run_id=run_id,
+        parent_run_id=state.run_id,
+        from_step=from_step,
+        goal=goal,
+        messages=messages,
+        usage=state.usage,
+        budget=state.budget,
+        metadata=dict(state.metadata),
+        recorded_only=recorded_only,
+        recorded=tuple(recorded),
+        by=by,
+        note=note,
+    )

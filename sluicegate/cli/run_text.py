@@ -1,0 +1,146 @@
+"""Plain-text views of runs for ``sluicegate runs``: the run list, one run, its history, its
+replay. Payloads (model messages, tool arguments and results) are shortened to one line each;
+``--json`` prints them whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.history import RunSummary
+from agents.replay import Replayed
+from agents.state import RunState
+from sluicegate.cli.text import table
+
+__all__ = ["event_line", "history_text", "replay_text", "run_text", "runs_table", "short"]
+
+_WIDTH = 160
+
+
+def short(value: Any, width: int = _WIDTH) -> str:
+    """``value`` as one line of at most ``width`` characters (JSON unless a string)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _time(at: object) -> str:
+    if not isinstance(at, int | float):
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def runs_table(runs: Sequence[RunSummary]) -> str:
+    if not runs:
+        return "no runs"
+    rows = [
+        [
+            r.run_id,
+            r.status,
+            str(r.step),
+            f"{r.cost_usd:.6f}",
+            _time(r.updated_at),
+            "" if r.forked_from is None else f"{r.forked_from['run_id']}@{r.forked_from['step']}",
+            short(r.goal or "", 60),
+        ]
+        for r in runs
+    ]
+    headers = ["RUN", "STATUS", "STEP", "COST USD", "UPDATED (UTC)", "FORKED FROM", "GOAL"]
+    return table(headers, rows)
+
+
+def run_text(state: RunState) -> str:
+    """One run as its replayed final state shows it."""
+    usage = state.usage
+    rows = [
+        ["run", state.run_id],
+        ["status", state.status.value + (f" ({state.reason})" if state.reason else "")],
+        ["goal", short(state.goal)],
+        ["step", f"{state.step} of at most {state.budget.max_steps}"],
+        [
+            "usage",
+            f"{usage.model_calls} model calls, {usage.tokens} tokens, {usage.cost_usd:.6f} USD",
+        ],
+        ["created", _time(state.created_at)],
+        ["updated", _time(state.updated_at)],
+    ]
+    if state.forked_from is not None:
+        origin = state.forked_from
+        mode = ", recorded-only" if origin.recorded_only else ""
+        rows.append(["forked from", f"{origin.run_id} after step {origin.step}{mode}"])
+    if state.answer is not None:
+        rows.append(["answer", short(state.answer)])
+    if state.pending_approval is not None:
+        pending = state.pending_approval
+        rows.append(["waits for", f"approval of {pending.tool} (call {pending.call.id})"])
+    for effect in state.effects:
+        rows.append(["effect", f"step {effect.step} {effect.tool} {effect.status} {effect.key}"])
+    return table(None, rows)
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """One event as a line: its seq, time, step, type and what it says."""
+    head = f"#{event.get('seq')} {_time(event.get('at'))} step {event.get('step')}"
+    return f"{head} {event.get('type')}: {_what(event)}"
+
+
+def _what(event: dict[str, Any]) -> str:
+    kind = event.get("type")
+    took = (
+        f" ({event['duration_ms']:.0f} ms)"
+        if isinstance(event.get("duration_ms"), int | float)
+        else ""
+    )
+    if kind == "started":
+        return f"goal {short(event.get('goal', ''), 100)}; budget {short(event.get('budget'))}"
+    if kind == "forked":
+        origin = event.get("forked_from") or {}
+        note = f"; {event['note']}" if event.get("note") else ""
+        return f"from {origin.get('run_id')} after step {origin.get('step')}{note}"
+    if kind == "model":
+        message = event.get("message") or {}
+        calls = [f"{c.get('name')}({short(c.get('arguments', ''), 80)})"
+                 for c in message.get("tool_calls", [])]  # fmt: skip
+        said = ", ".join(calls) if calls else f"answer {short(message.get('content') or '', 100)}"
+        cost = (f"{event.get('prompt_tokens')}+{event.get('completion_tokens')} tokens, "
+                f"{event.get('cost_usd')} USD")  # fmt: skip
+        return f"{said}{took}; {cost}"
+    if kind == "tool":
+        outcome = (
+            f"error {event['error']}" if event.get("error") else short(event.get("result"), 100)
+        )
+        recorded = " [recorded]" if event.get("recorded") else ""
+        return f"{event.get('tool')} {event.get('call_id')}{took}{recorded} -> {outcome}"
+    if kind == "effect_issued":
+        return f"{event.get('tool')} {short(event.get('arguments'), 80)} key {event.get('key')}"
+    if kind == "tool_rejected":
+        return f"{event.get('tool')} {event.get('call_id')}: {short(event.get('error', ''), 100)}"
+    if kind == "approval_requested":
+        return f"{event.get('tool')} {event.get('call_id')} {short(event.get('arguments'), 80)}"
+    if kind == "approval":
+        verdict = "approved" if event.get("approved") else "rejected"
+        reason = f": {event['reason']}" if event.get("reason") else ""
+        return f"{event.get('call_id')} {verdict} by {event.get('by')}{reason}"
+    return f"{event.get('status')}: {event.get('reason')}"
+
+
+def history_text(events: Sequence[dict[str, Any]]) -> str:
+    return "\n".join(event_line(e) for e in events)
+
+
+def replay_text(history: Sequence[Replayed]) -> str:
+    """The state after each event, as a replay rebuilds it."""
+    lines = []
+    for replayed in history:
+        state, event = replayed.state, replayed.event
+        pending = (
+            f", pending {[c.name for c in state.pending_calls]}" if state.pending_calls else ""
+        )
+        lines.append(
+            f"#{event.get('seq')} {event.get('type')} -> {state.status.value}, step {state.step}, "
+            f"{len(state.messages)} messages, {state.usage.tokens} tokens, "
+            f"{state.usage.cost_usd:.6f} USD, {len(state.effects)} effects{pending}"
+        )
+    return "\n".join(lines)
