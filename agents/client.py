@@ -1,4 +1,5 @@
-"""Writing to an agent's input topics from outside: submit tasks, approve or reject calls.
+"""Writing to an agent's input topics from outside: submit tasks, approve or reject calls,
+roll runs back.
 
 Records are keyed by ``run_id``. Any partition will do: the agent's routing operator
 (`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
@@ -14,11 +15,11 @@ from collections.abc import AsyncIterator, Iterable
 
 from aiokafka import AIOKafkaProducer
 
-from agents.messages import ApprovalDecision, TaskRequest
+from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
 
-__all__ = ["send_decision", "submit_tasks"]
+__all__ = ["send_command", "send_decision", "submit_tasks"]
 
 
 async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskRequest]) -> int:
@@ -35,9 +36,16 @@ async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskReq
 
 async def send_decision(bootstrap: KafkaLike, topic: str, decision: ApprovalDecision) -> None:
     """Write one approval decision to the approvals ``topic`` and wait until it is stored."""
+    await send_command(bootstrap, topic, decision)
+
+
+async def send_command(
+    bootstrap: KafkaLike, topic: str, command: ApprovalDecision | RollbackRun
+) -> None:
+    """Write one command about a run to the approvals ``topic``; wait until it is stored."""
     async with _producer(bootstrap) as producer:
-        value = decision.model_dump_json().encode()
-        await producer.send_and_wait(topic, value, key=decision.run_id.encode())
+        value = command.model_dump_json().encode()
+        await producer.send_and_wait(topic, value, key=command.run_id.encode())
 
 
 @contextlib.asynccontextmanager

@@ -48,6 +48,10 @@ class Agent:
     """The name effects of model calls carry in the journal and events."""
     resources: ToolResources | None = None
     """What the tools hold open; acquired when a subtask opens, released when it closes."""
+    alert_webhook: str | None = None
+    """A URL POSTed once (JSON, ``Idempotency-Key`` header) when a rollback waits for a
+    person about an effect it cannot undo (`agents.alerts`); None: the alert is the event
+    ``compensation_needed`` and the metrics only."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]

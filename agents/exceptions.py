@@ -2,11 +2,13 @@
 
     SluicegateError
     ├── RetryableError
-    │   └── EventsUnavailableError   the agent's events topic could not be read in time
+    │   ├── EventsUnavailableError   the agent's events topic could not be read in time
+    │   └── AlertUnavailableError    the alert webhook did not answer, or answered 429/5xx
     └── FatalError
-        └── DecisionRefusedError     the decision cannot apply to the run as it stands
-            ├── UnknownRunError      no event of the run (HTTP 404)
-            └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        ├── DecisionRefusedError     the decision cannot apply to the run as it stands
+        │   ├── UnknownRunError      no event of the run (HTTP 404)
+        │   └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        └── AlertRefusedError        the alert webhook answered another 4xx
 
 (Errors of the effect journal and of model clients are in ``agents.journal.exceptions`` and
 ``agents.models.exceptions``.) Each carries ``what_to_do``, which the HTTP API returns and the
@@ -18,6 +20,8 @@ from __future__ import annotations
 from operators.exceptions import FatalError, RetryableError
 
 __all__ = [
+    "AlertRefusedError",
+    "AlertUnavailableError",
     "DecisionRefusedError",
     "EventsUnavailableError",
     "RunNotWaitingError",
@@ -80,3 +84,19 @@ class RunNotWaitingError(DecisionRefusedError):
             "that was just decided on shows its new status about one checkpoint interval later",
         )
         self.status, self.waits_on, self.call_id = status, waits_on, call_id
+
+
+class AlertUnavailableError(RetryableError):
+    """The alert webhook at ``url`` could not be reached, or answered 429 or 5xx."""
+
+    def __init__(self, url: str, cause: str) -> None:
+        super().__init__(f"alert webhook {url} unavailable: {cause}")
+        self.url, self.cause = url, cause
+
+
+class AlertRefusedError(FatalError):
+    """The alert webhook at ``url`` refused the alert with ``status`` (a 4xx but 429)."""
+
+    def __init__(self, url: str, status: int, body: str) -> None:
+        super().__init__(f"alert webhook {url} answered {status}: {body}")
+        self.url, self.status, self.body = url, status, body

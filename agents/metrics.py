@@ -18,11 +18,18 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from agents.journal.entries import EffectKind
 from agents.state import RunStatus
 
-__all__ = ["EFFECT_OUTCOMES", "JOURNAL_STATUSES", "TOKEN_KINDS", "AgentMetrics"]
+__all__ = [
+    "COMPENSATION_OUTCOMES",
+    "EFFECT_OUTCOMES",
+    "JOURNAL_STATUSES",
+    "TOKEN_KINDS",
+    "AgentMetrics",
+]
 
 TOKEN_KINDS = ("prompt", "completion")
 EFFECT_OUTCOMES = ("executed", "replayed", "unknown")
 JOURNAL_STATUSES = ("issued", "done")
+COMPENSATION_OUTCOMES = ("compensated", "failed", "skipped")
 
 _LABELS = ("pipeline", "operator", "subtask")
 _lock = threading.Lock()
@@ -92,6 +99,25 @@ class AgentMetrics:
             registry=registry,
         )
 
+        self.compensations = Counter(
+            "sluicegate_agent_compensations_total",
+            "Effects a rollback settled, by outcome (compensated, failed, skipped)",
+            [*_LABELS, "outcome"],
+            registry=registry,
+        )
+        self.compensation_alerts = Counter(
+            "sluicegate_agent_compensation_alerts_total",
+            "Effects a rollback cannot undo by itself: a person must act (alert)",
+            _LABELS,
+            registry=registry,
+        )
+        self.compensations_waiting = Gauge(
+            "sluicegate_agent_compensations_waiting",
+            "Runs whose rollback waits for a person about an effect it cannot undo (alert)",
+            _LABELS,
+            registry=registry,
+        )
+
     def start(self, pipeline: str, operator: str, subtask: str) -> None:
         """Create every series of ``subtask`` at 0 (counters) or their current value (gauges)."""
         labels = (pipeline, operator, subtask)
@@ -106,12 +132,16 @@ class AgentMetrics:
                 self.effects.labels(*labels, effect.value, outcome)
         for journal_status in JOURNAL_STATUSES:
             self.journal_entries.labels(*labels, journal_status)
+        for outcome in COMPENSATION_OUTCOMES:
+            self.compensations.labels(*labels, outcome)
         for metric in (
             self.steps,
             self.cost,
             self.outcome_unknown,
             self.approvals_waiting,
             self.oldest_approval_wait,
+            self.compensation_alerts,
+            self.compensations_waiting,
         ):
             metric.labels(*labels)
 

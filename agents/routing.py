@@ -12,7 +12,8 @@ So `add_agent` puts this stateless operator in front of the agent, as Kafka Stre
 repartition topic before a keyed aggregation: it reads the agent's task feeds (`TaskFeed`: a
 source, or a topic an operator or another agent writes) and its ``approvals`` source, whatever
 partition a record is in; maps a feed record to its task with the feed's ``task_of`` (by
-default the value is a `TaskRequest` document), validates a decision, and emits each keyed by
+default the value is a `TaskRequest` document), validates a command (`parse_command`: an
+`ApprovalDecision` or a `RollbackRun`), and emits each keyed by
 its ``run_id`` (from the value, not the record key) to two topics of the pipeline,
 ``sluicegate.<pipeline>.<agent>.tasks-by-run`` and ``.approvals-by-run``. The engine's
 partitioner places both records of a run in the same partition number, so the agent subtask
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agents.declaration import TaskOf
-from agents.messages import ApprovalDecision, TaskRequest
+from agents.messages import TaskRequest, parse_command
 from operators.contract import Context, Record
 
 __all__ = ["RunRouter", "routed_topic"]
@@ -43,8 +44,9 @@ def routed_topic(pipeline: str, agent: str, source: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunRouter:
-    """The routing stage's process function: a feed record in, its task out; a decision in,
-    the same value out; each keyed by ``run_id`` to the routed topic of its kind."""
+    """The routing stage's process function: a feed record in, its task out; a command (a
+    decision, a rollback) in, the same value out; each keyed by ``run_id`` to the routed topic
+    of its kind."""
 
     feeds: Mapping[str, TaskOf]
     """Feed topic -> the mapping of its records to tasks."""
@@ -54,7 +56,7 @@ class RunRouter:
 
     def __call__(self, record: Record, ctx: Context) -> None:
         if record.topic == self.approvals:
-            run_id = ApprovalDecision.model_validate_json(record.value).run_id
+            run_id = parse_command(record.value).run_id
             ctx.emit(self.routed_approvals, record.value, key=run_id.encode())
             return
         task_of = self.feeds.get(record.topic)
