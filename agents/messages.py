@@ -84,7 +84,7 @@ class ApprovalDecision(BaseModel):
 class RollbackRun(BaseModel):
     """Undo the effects of run ``run_id``'s steps after ``to_step`` (`agents.rollback`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     schema_version: Literal[1] = 1
     command: Literal["rollback"] = "rollback"

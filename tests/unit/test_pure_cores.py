@@ -29,6 +29,7 @@ CORES = (
     "coordinator.liveness",
     "coordinator.restart",
     "agents.run",
+    "agents.rollback",
     "agents.journal.resolution",
     "agents.journal.entries",
 )

@@ -10,7 +10,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.journal import EffectKind
-from agents.metrics import EFFECT_OUTCOMES, JOURNAL_STATUSES, TOKEN_KINDS
+from agents.metrics import COMPENSATION_OUTCOMES, EFFECT_OUTCOMES, JOURNAL_STATUSES, TOKEN_KINDS
 from agents.state import RunStatus
 from tests.unit.agents.test_agent_operator import LABELS, Desk
 
@@ -42,6 +42,9 @@ async def test_agent_counters_are_zero_after_open_in_a_fresh_registry() -> None:
         key("sluicegate_agent_outcome_unknown_total"),
         key("sluicegate_agent_approvals_waiting"),
         key("sluicegate_agent_oldest_approval_wait_seconds"),
+        key("sluicegate_agent_compensation_alerts_total"),
+        key("sluicegate_agent_compensations_waiting"),
+        *(key("sluicegate_agent_compensations_total", outcome=o) for o in COMPENSATION_OUTCOMES),
         *(key("sluicegate_agent_model_tokens_total", kind=k) for k in TOKEN_KINDS),
         *(
             key("sluicegate_agent_effects_total", kind=kind.value, outcome=outcome)
