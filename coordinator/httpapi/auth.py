@@ -10,7 +10,7 @@ read       ``GET /status``, ``/workers``, ``/subtasks``, ``/checkpoints``, ``/sa
            ``/metrics``
 approve    read, and ``POST /agents/{agent}/runs/{run}/approve|reject``
 operate    read, and ``POST /checkpoints``, ``/checkpoints/full``, ``/stop``, ``/savepoints``,
-           ``DELETE /savepoints/{name}``
+           ``/agents/{agent}/runs/{run}/rollback``, ``DELETE /savepoints/{name}``
 =========  ==================================================================================
 
 ``GET /healthz`` needs no token. Tokens come from (see `ApiTokens.from_settings`):

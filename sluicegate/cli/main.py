@@ -15,6 +15,8 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate approve RUN`` / ``sluicegate reject RUN --reason R``: decide on a run waiting
   for a person; exit 1 saying why when the agent's events show no such run, or a run that is
   not waiting (``--force`` writes the decision unchecked).
+* ``sluicegate runs rollback RUN --to-step N``: undo a run's effects after step N
+  (`sluicegate.cli.rollback`, docs/rollback.md).
 * ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
@@ -45,6 +47,7 @@ from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.cli.rollback import add_rollback_command
 from sluicegate.cli.savepoints import register as register_savepoint_commands
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
@@ -240,6 +243,9 @@ def _parser() -> argparse.ArgumentParser:
         )
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
+
+    runs = commands.add_parser("runs", help="agent runs: roll one back")
+    add_rollback_command(runs.add_subparsers(required=True, metavar="WHAT"))
 
     register_deploy_commands(commands)
 
@@ -459,6 +465,7 @@ async def _serve_coordinator(
     """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from agents.agent import agents_in
     from agents.approval_routes import approvals_router
+    from agents.rollback_routes import rollback_router
     from coordinator.httpapi.app import create_app
     from coordinator.httpapi.auth import Scope, identity
     from coordinator.httpapi.savepoints import savepoints_router
@@ -469,9 +476,11 @@ async def _serve_coordinator(
     app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
     app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
     agents = agents_in(service.graph)
-    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject
+    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject|rollback
         decider = identity(tokens, Scope.APPROVE)
         app.include_router(approvals_router(service.kafka, agents, decider=decider))
+        operator = identity(tokens, Scope.OPERATE)
+        app.include_router(rollback_router(service.kafka, agents, operator=operator))
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:
