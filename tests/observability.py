@@ -89,6 +89,9 @@ AGENT_METRICS = frozenset(
         "sluicegate_agent_journal_entries",
         "sluicegate_agent_approvals_waiting",
         "sluicegate_agent_oldest_approval_wait_seconds",
+        "sluicegate_agent_compensations_total",
+        "sluicegate_agent_compensation_alerts_total",
+        "sluicegate_agent_compensations_waiting",
     }
 )
 # Everything a worker serves: labels `pipeline` and `operator` at least.
