@@ -39,7 +39,7 @@ TWO_HOLDS_AND_A_PAYMENT: list[Turn] = [
 class Booking:
     """An agent holding seats (reversible: ``unhold``) and paying (irreversible)."""
 
-    def __init__(self, turns: list[Turn], **agent: Any) -> None:
+    def __init__(self, turns: list[Turn], *, refuse: str = "", **agent: Any) -> None:
         self.calls: list[str] = []
         calls = self.calls
 
@@ -53,6 +53,8 @@ class Booking:
         async def unhold(ctx: ToolContext, hold_id: str) -> str:
             """Release a held seat."""
             calls.append(f"unhold {hold_id} as {ctx.idempotency_key}")
+            if hold_id == refuse:
+                raise ValueError(f"{hold_id} was sold on")
             return f"released {hold_id}"
 
         @tool(kind=ToolKind.IRREVERSIBLE)
@@ -199,6 +201,27 @@ async def test_a_running_run_is_rolled_back_between_two_actions() -> None:
     await desk.drain()
     assert desk.world.run().status is RunStatus.ROLLED_BACK
     assert desk.calls == ["hold 1a", "unhold h-1a as r1/1/0/compensate/1"]
+
+
+async def test_a_compensation_failing_for_good_alerts_and_waits_for_a_person() -> None:
+    desk = Booking([*TWO_HOLDS_AND_A_PAYMENT[:2], "held"], refuse="h-2b")
+    await desk.open()
+    await desk.send(TOPICS.tasks, TaskRequest(run_id="r1", goal="book"))
+    await desk.drain()
+    await desk.rollback(0)
+    await desk.drain()
+    assert desk.world.run().status is RunStatus.WAITING_APPROVAL
+    failed, needed = desk.world.events()[-2:]
+    assert (failed["type"], failed["error"]) == ("compensation", "ValueError: h-2b was sold on")
+    assert needed["type"] == "compensation_needed"
+    assert "the compensation unhold (r1/2/0/compensate/1) failed" in needed["problem"]
+    assert desk.gauge("sluicegate_agent_compensations_waiting") == 1.0
+    await desk.approve()  # released by hand: the rollback goes on with the first hold
+    await desk.drain()
+    run = desk.world.run()
+    assert run.status is RunStatus.ROLLED_BACK
+    assert [e.undone for e in run.effects] == ["compensated", "by_hand"]
+    assert desk.calls.count("unhold h-2b as r1/2/0/compensate/1") == 1
 
 
 async def test_rejecting_a_compensation_wait_stops_the_rollback_as_failed() -> None:
