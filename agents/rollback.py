@@ -153,6 +153,15 @@ def refusal(state: RunState, to_step: int) -> str | None:
             f"run {state.run_id!r} is at step {state.step}: roll back to a step from 0 to "
             f"{max(0, state.step - 1)}"
         )
+    if (
+        state.status is RunStatus.ROLLED_BACK
+        and state.rollback is not None
+        and to_step >= state.rollback.to_step
+    ):
+        return (
+            f"run {state.run_id!r} is rolled back to step {state.rollback.to_step} already: "
+            "roll back to an earlier step to undo more"
+        )
     return None
 
 

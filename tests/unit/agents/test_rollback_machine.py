@@ -245,6 +245,8 @@ def test_a_second_rollback_goes_further_back_with_new_keys_and_skips_what_was_un
     assert isinstance(action, rollback.Compensate)
     assert action.key == "r1/3/0/compensate/1"
     rolled = rollback.finish(rollback.after_compensation(first, action, "ok", None, 2.0).state, 3)
+    with pytest.raises(ValueError, match="rolled back to step 2 already"):
+        rollback.start_rollback(rolled.state, 2, "ann", None, 4.0)
     second = rollback.start_rollback(rolled.state, 0, "ann", None, 4.0)
     assert second.event["effects"] == ["r1/1/0"]
     action = rollback.next_action(second.state, TOOLS)
