@@ -148,7 +148,7 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
             await wait_for(
                 lambda: all(events.of(r, "model")[-1:] and events.of(r, "model")[-1]["status"]
                             == "done" for r in ("r-cli", "r-http")),
-                timeout_s=60, what="both runs done",
+                timeout_s=120, what="both runs done",
             )  # fmt: skip
         assert world.state.stats()["effects_by_kind"] == {"refund": 2, "email": 2, "reversal": 0}
 
@@ -181,7 +181,7 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
             for run in ("r-cli", "r-http"):
                 await wait_for(
                     lambda run=run: events.of(run, "alert_sent"),  # type: ignore[misc, arg-type]
-                    timeout_s=60, what=f"the alert of {run}",
+                    timeout_s=120, what=f"the alert of {run}",
                 )  # fmt: skip
                 (needed,) = events.of(run, "compensation_needed")
                 assert (needed["tool"], needed["key"]) == ("send_email", f"{run}/3/0")
@@ -199,7 +199,7 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
             ok = await api.post("/agents/refund-desk/runs/r-http/approve", headers=auth(ANN))
             assert ok.status_code == 202, ok.text
 
-        results = await read_sink(kafka_bootstrap, topics.results, 4, timeout_s=60)
+        results = await read_sink(kafka_bootstrap, topics.results, 4, timeout_s=120)
     finally:
         await job.crash()
     by_run: dict[str, list[str]] = {}
