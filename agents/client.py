@@ -1,5 +1,5 @@
 """Writing to an agent's input topics from outside: submit tasks, approve or reject calls,
-fork runs.
+fork or roll runs back.
 
 Records are keyed by ``run_id``. Any partition will do: the agent's routing operator
 (`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
@@ -18,11 +18,11 @@ from aiokafka import AIOKafkaProducer
 from agents.fork import ForkPatch
 from agents.fork_request import fork_request, new_fork_id
 from agents.history import RunHistory
-from agents.messages import ApprovalDecision, ForkRun, TaskRequest
+from agents.messages import ApprovalDecision, ForkRun, RunCommand, TaskRequest
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
 
-__all__ = ["request_fork", "send_decision", "send_fork", "submit_tasks"]
+__all__ = ["request_fork", "send_command", "send_decision", "send_fork", "submit_tasks"]
 
 
 async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskRequest]) -> int:
@@ -39,17 +39,20 @@ async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskReq
 
 async def send_decision(bootstrap: KafkaLike, topic: str, decision: ApprovalDecision) -> None:
     """Write one approval decision to the approvals ``topic`` and wait until it is stored."""
+    await send_command(bootstrap, topic, decision)
+
+
+async def send_command(bootstrap: KafkaLike, topic: str, command: RunCommand) -> None:
+    """Write one command about a run to the approvals ``topic``, keyed by its ``run_id`` (a
+    fork's is the NEW run's); wait until it is stored."""
     async with _producer(bootstrap) as producer:
-        value = decision.model_dump_json().encode()
-        await producer.send_and_wait(topic, value, key=decision.run_id.encode())
+        value = command.model_dump_json().encode()
+        await producer.send_and_wait(topic, value, key=command.run_id.encode())
 
 
 async def send_fork(bootstrap: KafkaLike, topic: str, fork: ForkRun) -> None:
     """Write one fork command to the approvals ``topic`` (keyed by the NEW run's id)."""
-    async with _producer(bootstrap) as producer:
-        await producer.send_and_wait(
-            topic, fork.model_dump_json().encode(), key=fork.run_id.encode()
-        )
+    await send_command(bootstrap, topic, fork)
 
 
 async def request_fork(

@@ -52,6 +52,10 @@ class Agent:
     blobs: BlobPolicy | None = None
     """Store tool results and model messages above a size threshold by reference (a handle
     in the run, the payload in the blob store: ``docs/blobs.md``); None: never."""
+    alert_webhook: str | None = None
+    """A URL POSTed once (JSON, ``Idempotency-Key`` header) when a rollback waits for a
+    person about an effect it cannot undo (`agents.alerts`); None: the alert is the event
+    ``compensation_needed`` and the metrics only."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]

@@ -2,13 +2,15 @@
 
     SluicegateError
     ├── RetryableError
-    │   └── EventsUnavailableError   the agent's events topic could not be read in time
+    │   ├── EventsUnavailableError   the agent's events topic could not be read in time
+    │   └── AlertUnavailableError    the alert webhook did not answer, or answered 429/5xx
     └── FatalError
         ├── DecisionRefusedError     the decision cannot apply to the run as it stands
         │   ├── UnknownRunError      no event of the run (HTTP 404)
         │   └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
         ├── HistoryError             a run's events do not replay (gap, unknown type, ...)
-        └── ForkRefusedError         a fork cannot start from the step asked for (HTTP 409)
+        ├── ForkRefusedError         a fork cannot start from the step asked for (HTTP 409)
+        └── AlertRefusedError        the alert webhook answered another 4xx
 
 (Errors of the effect journal and of model clients are in ``agents.journal.exceptions`` and
 ``agents.models.exceptions``.) Each carries ``what_to_do``, which the HTTP API returns and the
@@ -20,6 +22,8 @@ from __future__ import annotations
 from operators.exceptions import FatalError, RetryableError
 
 __all__ = [
+    "AlertRefusedError",
+    "AlertUnavailableError",
     "DecisionRefusedError",
     "EventsUnavailableError",
     "ForkRefusedError",
@@ -108,3 +112,19 @@ class ForkRefusedError(FatalError):
         self.what_to_do = what_to_do
         super().__init__(f"{self.message}; {what_to_do}")
         self.run_id, self.step, self.reason = run_id, step, reason
+
+
+class AlertUnavailableError(RetryableError):
+    """The alert webhook at ``url`` could not be reached, or answered 429 or 5xx."""
+
+    def __init__(self, url: str, cause: str) -> None:
+        super().__init__(f"alert webhook {url} unavailable: {cause}")
+        self.url, self.cause = url, cause
+
+
+class AlertRefusedError(FatalError):
+    """The alert webhook at ``url`` refused the alert with ``status`` (a 4xx but 429)."""
+
+    def __init__(self, url: str, status: int, body: str) -> None:
+        super().__init__(f"alert webhook {url} answered {status}: {body}")
+        self.url, self.status, self.body = url, status, body

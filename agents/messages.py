@@ -4,14 +4,16 @@
   the same run is ignored (a producer's retry must not start the run twice).
 * approvals topic (key ``run_id``, any partitioner): a person's commands about runs, told
   apart by their ``command`` field (`parse_command`): `ApprovalDecision` (``decision``, the
-  default, so decisions written before the field still parse) and `ForkRun` (``fork``: start a
-  new run from another's step). The routing operator re-keys tasks and commands by the
-  ``run_id`` of the value (a fork's is the NEW run's), so they meet in one partition.
+  default, so decisions written before the field still parse), `ForkRun` (``fork``: start a
+  new run from another's step) and `RollbackRun` (``rollback``: undo the effects after a
+  step). The routing operator re-keys tasks and commands by the ``run_id`` of the value (a
+  fork's is the NEW run's), so they meet in one partition of the agent.
 * events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
   per run by ``seq``.
 * results sink, or a topic that downstream operators and agents read (key ``run_id``): one
-  `RunResult` per finished run, carrying the task's ``metadata`` on, so a stage downstream
-  knows the customer or tenant without a lookup.
+  `RunResult` each time a run finishes (a run rolled back later finishes again: a second
+  result, status ``rolled_back`` or ``failed``), carrying the task's ``metadata`` on, so a
+  stage downstream knows the customer or tenant without a lookup.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.models.contract import ChatMessage
-from agents.state import Budget, ForkOrigin, RecordedCall, RunState, RunUsage
+from agents.state import Budget, EffectRecord, ForkOrigin, RecordedCall, RunState, RunUsage
 
 __all__ = [
     "MAX_COMMAND_BYTES",
     "MAX_FORK_MESSAGES",
     "ApprovalDecision",
     "ForkRun",
+    "RollbackRun",
     "RunCommand",
     "RunResult",
     "TaskRequest",
@@ -72,6 +75,8 @@ class TaskRequest(BaseModel):
 
 
 class ApprovalDecision(BaseModel):
+    """Approve or reject what run ``run_id`` waits on."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     command: Literal["decision"] = Field(default="decision", exclude=True)
@@ -125,12 +130,26 @@ class ForkRun(BaseModel):
         )
 
 
-RunCommand = ApprovalDecision | ForkRun
+class RollbackRun(BaseModel):
+    """Undo the effects of run ``run_id``'s steps after ``to_step`` (`agents.rollback`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    schema_version: Literal[1] = 1
+    command: Literal["rollback"] = "rollback"
+    run_id: str = Field(min_length=1, max_length=200, pattern=_RUN_ID)
+    to_step: int = Field(ge=0, le=1_000_000)
+    by: str = Field(default="unknown", min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+RunCommand = ApprovalDecision | ForkRun | RollbackRun
 """What the approvals topic carries, in the order of `_COMMANDS`."""
 
-_COMMANDS: dict[str, type[ApprovalDecision] | type[ForkRun]] = {
+_COMMANDS: dict[str, type[ApprovalDecision] | type[ForkRun] | type[RollbackRun]] = {
     "decision": ApprovalDecision,
     "fork": ForkRun,
+    "rollback": RollbackRun,
 }
 
 
@@ -182,6 +201,13 @@ class RunResult(BaseModel):
             model_calls=state.usage.model_calls,
             tokens=state.usage.tokens,
             cost_usd=state.usage.cost_usd,
-            effects=[{"key": e.key, "tool": e.tool, "status": e.status} for e in state.effects],
+            effects=[_effect_summary(e) for e in state.effects],
             metadata=dict(state.metadata),
         )
+
+
+def _effect_summary(effect: EffectRecord) -> dict[str, Any]:
+    summary: dict[str, Any] = {"key": effect.key, "tool": effect.tool, "status": effect.status}
+    if effect.undone is not None:
+        summary["undone"] = effect.undone
+    return summary

@@ -21,6 +21,7 @@ from agents.state import RunStatus
 __all__ = [
     "BLOB_KINDS",
     "BLOB_RESOLUTIONS",
+    "COMPENSATION_OUTCOMES",
     "EFFECT_OUTCOMES",
     "JOURNAL_STATUSES",
     "TOKEN_KINDS",
@@ -33,6 +34,7 @@ JOURNAL_STATUSES = ("issued", "done")
 BLOB_KINDS = ("json", "text")
 BLOB_RESOLUTIONS = ("resolved", "out_of_scope", "expired", "erased", "corrupt")
 """Outcomes of reading a handle back (`agents.blobs.references`)."""
+COMPENSATION_OUTCOMES = ("compensated", "failed", "skipped")
 
 _LABELS = ("pipeline", "operator", "subtask")
 _lock = threading.Lock()
@@ -122,6 +124,24 @@ class AgentMetrics:
             [*_LABELS, "outcome"],
             registry=registry,
         )
+        self.compensations = Counter(
+            "sluicegate_agent_compensations_total",
+            "Effects a rollback settled, by outcome (compensated, failed, skipped)",
+            [*_LABELS, "outcome"],
+            registry=registry,
+        )
+        self.compensation_alerts = Counter(
+            "sluicegate_agent_compensation_alerts_total",
+            "Effects a rollback cannot undo by itself: a person must act (alert)",
+            _LABELS,
+            registry=registry,
+        )
+        self.compensations_waiting = Gauge(
+            "sluicegate_agent_compensations_waiting",
+            "Runs whose rollback waits for a person about an effect it cannot undo (alert)",
+            _LABELS,
+            registry=registry,
+        )
 
     def start(self, pipeline: str, operator: str, subtask: str) -> None:
         """Create every series of ``subtask`` at 0 (counters) or their current value (gauges)."""
@@ -141,6 +161,8 @@ class AgentMetrics:
             self.blobs_written.labels(*labels, blob_kind)
         for resolution in BLOB_RESOLUTIONS:
             self.blob_resolutions.labels(*labels, resolution)
+        for outcome in COMPENSATION_OUTCOMES:
+            self.compensations.labels(*labels, outcome)
         for metric in (
             self.blob_bytes_written,
             self.steps,
@@ -148,6 +170,8 @@ class AgentMetrics:
             self.outcome_unknown,
             self.approvals_waiting,
             self.oldest_approval_wait,
+            self.compensation_alerts,
+            self.compensations_waiting,
         ):
             metric.labels(*labels)
 

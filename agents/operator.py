@@ -18,10 +18,17 @@ Payloads by reference (with `Agent.blobs`, ``docs/blobs.md``): a large tool resu
 reply is stored by `agents.blobs.references.BlobReferences` inside the journaled call, before
 its ``done``; the run's handles are resolved in `_call_model`, and each one that cannot be read
 is saved as a ``blob_unavailable`` safe point before the model is called.
+A `RollbackRun` command on the approvals topic puts a run into ``rolling_back``; from then on
+each wake-up performs one action of its rollback (`agents.compensation`, `agents.rollback`).
+Commands and wake-ups of one run never interleave: the engine runs `process` and `on_wake` of
+one key one after the other, and a command's record key must be its run id (the routing
+stage writes it so; any other is dead-lettered).
 
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
-(`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint.
+(`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint. A run whose rollback
+starts is no longer finished: its pending tombstoning is called off, and its next final state
+schedules it again.
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from agents import rollback
 from agents import run as machine
 from agents.blobs.handle import BlobHandle, unavailable_marker
 from agents.blobs.references import BlobReferences
+from agents.compensation import Compensator
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from agents.faults import fault_point
 from agents.fork import fork_run
@@ -51,7 +60,14 @@ from agents.journal import (
     perform,
 )
 from agents.journal.kafka import KafkaJournal
-from agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest, parse_command
+from agents.messages import (
+    ApprovalDecision,
+    ForkRun,
+    RollbackRun,
+    RunResult,
+    TaskRequest,
+    parse_command,
+)
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
 from agents.state import RunState, RunStatus, run_key
@@ -100,6 +116,8 @@ class AgentOperator(Operator):
         self._run_counts: Counter[RunStatus] = Counter()
         self._waiting_since: dict[str, float] = {}
         self._blobs: BlobReferences | None = None
+        self._compensation_waits: set[str] = set()
+        self._compensator: Compensator | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -125,6 +143,10 @@ class AgentOperator(Operator):
                 labels=self._labels,
                 clock=self._clock,
             )
+        self._compensator = Compensator(
+            self.agent, self._journal, self._metrics, self._labels, self._effect,
+            pipeline=self.pipeline,
+        )  # fmt: skip
         self._model = self.agent.make_model()
         if self.agent.resources is not None:
             await self.agent.resources.acquire()
@@ -134,7 +156,7 @@ class AgentOperator(Operator):
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 state = RunState.decode(value)
                 self._track(state)
-                if state.status is RunStatus.RUNNING:
+                if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())
                 elif state.status is RunStatus.WAITING_APPROVAL:
                     delay = self._approval_timeout_in(state)
@@ -182,8 +204,16 @@ class AgentOperator(Operator):
             self._on_task(TaskRequest.model_validate_json(record.value), ctx)
             return
         command = parse_command(record.value)
+        if record.key is not None and record.key != command.run_id.encode():
+            # Commands of a run are ordered with its wake-ups by the record key.
+            raise ValueError(
+                f"a command for run {command.run_id!r} under record key {record.key!r}: the "
+                "routing stage keys commands by run_id"
+            )
         if isinstance(command, ForkRun):
             self._on_fork(command, ctx)
+        elif isinstance(command, RollbackRun):
+            self._on_rollback(command, ctx)
         else:
             self._on_decision(command, ctx)
 
@@ -213,9 +243,15 @@ class AgentOperator(Operator):
         if raw is None:
             raise ValueError(f"approval for unknown run {decision.run_id!r}")
         state = RunState.decode(raw)
-        step = machine.decide_approval(
-            state, decision.call_id, decision.approved, decision.by, decision.reason, self._clock()
-        )
+        if rollback.in_rollback(state):
+            step = rollback.decide_compensation(
+                state, decision.approved, decision.by, decision.reason, self._clock()
+            )
+        else:
+            step = machine.decide_approval(
+                state, decision.call_id, decision.approved, decision.by, decision.reason,
+                self._clock(),
+            )  # fmt: skip
         if step is None:
             logger.info("run %s: decision ignored (no matching pending call)", decision.run_id)
             return
@@ -250,6 +286,35 @@ class AgentOperator(Operator):
         self._save(machine.Transition(start.state, start.event | {"by": fork.by}), tasks, ctx)
         ctx.wake(fork.run_id.encode(), topic=self.topics.tasks)
 
+    def _on_rollback(self, command: RollbackRun, ctx: Context) -> None:
+        """Start the rollback; a run that cannot be rolled back is dead-lettered with why."""
+        tasks = ctx.state_of(self.topics.tasks)
+        raw = tasks.get(run_key(command.run_id))
+        if raw is None:
+            raise ValueError(f"rollback of unknown run {command.run_id!r}")
+        state = RunState.decode(raw)
+        step = rollback.start_rollback(
+            state, command.to_step, command.by, command.reason, self._clock()
+        )
+        logger.info(
+            "run %s: rollback to step %d asked by %s (%d effects to undo)",
+            command.run_id, command.to_step, command.by, len(step.event["effects"]),
+        )  # fmt: skip
+        # No longer finished: its journal must outlive the rollback (see the module doc).
+        self._finished = [f for f in self._finished if f[0] != command.run_id]
+        self._forget = [
+            (checkpoint, [f for f in runs if f[0] != command.run_id])
+            for checkpoint, runs in self._forget
+        ]
+        self._save(step, tasks, ctx)
+        if state.status is not RunStatus.RUNNING:  # a running run has a wake-up pending
+            ctx.wake(command.run_id.encode(), topic=self.topics.tasks)
+
+    def _rollback_busy(self, state: RunState) -> bool:
+        """Whether the run's rollback has an action to perform now."""
+        assert self._compensator is not None
+        return not isinstance(self._compensator.next_action(state), machine.Idle)
+
     # -- driving a run --------------------------------------------------------------------
 
     async def on_wake(self, key: bytes, ctx: Context) -> None:
@@ -258,10 +323,13 @@ class AgentOperator(Operator):
         if raw is None:
             return
         state = RunState.decode(raw)
-        action = machine.next_action(state, self._tools)
         now = self._clock()
         try:
-            step = await self._perform(state, action, ctx, now)
+            if rollback.in_rollback(state):
+                assert self._compensator is not None
+                step = await self._compensator.perform(state, ctx, now)
+            else:
+                step = await self._perform(state, machine.next_action(state, self._tools), ctx, now)
         except RetryableError as exc:
             self._retries[state.run_id] += 1
             delay = min(_MAX_BACKOFF_S, 0.5 * 2 ** self._retries[state.run_id])
@@ -275,7 +343,7 @@ class AgentOperator(Operator):
                 ctx.wake(key, after_s=delay)  # woken early: keep the timeout
             return
         self._save(step, ctx.state, ctx)
-        if step.state.status is RunStatus.RUNNING:
+        if step.state.status is RunStatus.RUNNING or self._rollback_busy(step.state):
             ctx.wake(key)
         elif step.state.status is RunStatus.WAITING_APPROVAL:
             delay = self._approval_timeout_in(step.state)
@@ -460,6 +528,11 @@ class AgentOperator(Operator):
             self._waiting_since[run.run_id] = run.pending_approval.proposed_at
         else:
             self._waiting_since.pop(run.run_id, None)
+        if rollback.in_rollback(run) and run.status is RunStatus.WAITING_APPROVAL:
+            self._compensation_waits.add(run.run_id)
+        else:
+            self._compensation_waits.discard(run.run_id)
+        self._metrics.compensations_waiting.labels(*self._labels).set(len(self._compensation_waits))
         if before is not run.status:
             self._count_run(run.status, +1)
             if before is not None:
@@ -483,6 +556,8 @@ class AgentOperator(Operator):
     def _approval_timeout_in(self, state: RunState) -> float | None:
         timeout = self.agent.approval_timeout_s
         if timeout is None or state.pending_approval is None:
+            return None
+        if state.pending_approval.kind == "compensation":  # only a person decides these
             return None
         return max(0.0, state.pending_approval.proposed_at + timeout - self._clock())
 

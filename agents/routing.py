@@ -12,9 +12,9 @@ So `add_agent` puts this stateless operator in front of the agent, as Kafka Stre
 repartition topic before a keyed aggregation: it reads the agent's task feeds (`TaskFeed`: a
 source, or a topic an operator or another agent writes) and its ``approvals`` source, whatever
 partition a record is in; maps a feed record to its task with the feed's ``task_of`` (by
-default the value is a `TaskRequest` document), validates a command (a decision or a
-`ForkRun`, `agents.messages.parse_command`), and emits each keyed by its ``run_id`` (from the
-value, not the record key; a fork's is the new run's) to two topics of the pipeline,
+default the value is a `TaskRequest` document), validates a command (a decision, a `ForkRun`
+or a `RollbackRun`: `agents.messages.parse_command`), and emits each keyed by its ``run_id``
+(from the value, not the record key; a fork's is the new run's) to two topics of the pipeline,
 ``sluicegate.<pipeline>.<agent>.tasks-by-run`` and ``.approvals-by-run``. The engine's
 partitioner places both records of a run in the same partition number, so the agent subtask
 that holds a run also reads its decisions. Being topics between operators, they are
@@ -44,8 +44,9 @@ def routed_topic(pipeline: str, agent: str, source: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunRouter:
-    """The routing stage's process function: a feed record in, its task out; a decision in,
-    the same value out; each keyed by ``run_id`` to the routed topic of its kind."""
+    """The routing stage's process function: a feed record in, its task out; a command (a
+    decision, a rollback) in, the same value out; each keyed by ``run_id`` to the routed topic
+    of its kind."""
 
     feeds: Mapping[str, TaskOf]
     """Feed topic -> the mapping of its records to tasks."""

@@ -6,9 +6,13 @@ state and the event to publish. Nothing here does I/O or reads a clock (``now`` 
 
 Status transitions (`ALLOWED`)::
 
-    running           -> running | waiting_approval | done | failed | cancelled
-    waiting_approval  -> running | failed | cancelled
-    done | failed | cancelled -> (none: finished runs never change)
+    running           -> running | waiting_approval | done | failed | cancelled | rolling_back
+    waiting_approval  -> running | failed | cancelled | rolling_back
+    rolling_back      -> waiting_approval | rolled_back | failed
+    done | failed | cancelled | rolled_back -> rolling_back
+
+A finished run changes only by a person's rollback (`agents.rollback`, which drives the
+``rolling_back`` status and a ``waiting_approval`` of kind ``compensation``).
 """
 
 from __future__ import annotations
@@ -43,22 +47,28 @@ __all__ = [
     "blob_unavailable",
     "budget_exceeded",
     "decide_approval",
+    "emit",
     "fail",
     "next_action",
     "record_intent",
     "reject_call",
     "start_run",
     "tool_context",
+    "with_status",
 ]
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.RUNNING: frozenset(RunStatus),
+    RunStatus.RUNNING: frozenset(RunStatus) - {RunStatus.ROLLED_BACK},
     RunStatus.WAITING_APPROVAL: frozenset(
-        {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}
+        {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ROLLING_BACK}
     ),
-    RunStatus.DONE: frozenset(),
-    RunStatus.FAILED: frozenset(),
-    RunStatus.CANCELLED: frozenset(),
+    RunStatus.ROLLING_BACK: frozenset(
+        {RunStatus.WAITING_APPROVAL, RunStatus.ROLLED_BACK, RunStatus.FAILED}
+    ),
+    RunStatus.DONE: frozenset({RunStatus.ROLLING_BACK}),
+    RunStatus.FAILED: frozenset({RunStatus.ROLLING_BACK}),
+    RunStatus.CANCELLED: frozenset({RunStatus.ROLLING_BACK}),
+    RunStatus.ROLLED_BACK: frozenset({RunStatus.ROLLING_BACK}),
 }
 
 Event = dict[str, Any]
@@ -351,6 +361,8 @@ def decide_approval(
     pending = state.pending_approval
     if state.status is not RunStatus.WAITING_APPROVAL or pending is None:
         return None
+    if pending.kind != "call":  # a rollback's wait: `agents.rollback.decide_compensation`
+        return None
     if call_id not in ("", pending.call.id):
         return None
     running = _status(state, RunStatus.RUNNING).model_copy(update={"pending_approval": None})
@@ -418,3 +430,13 @@ def _emit(state: RunState, event: Event) -> Transition:
     }
     stamped.setdefault("status", state.status.value)
     return Transition(state.model_copy(update={"events": state.events + 1}), stamped)
+
+
+def with_status(state: RunState, status: RunStatus) -> RunState:
+    """``state`` moved to ``status``; raises ``ValueError`` unless `ALLOWED`."""
+    return _status(state, status)
+
+
+def emit(state: RunState, event: Event) -> Transition:
+    """The transition to ``state`` publishing ``event`` (stamped with run, seq and step)."""
+    return _emit(state, event)

@@ -25,6 +25,7 @@ __all__ = [
     "ForkOrigin",
     "PendingApproval",
     "RecordedCall",
+    "Rollback",
     "RunState",
     "RunStatus",
     "RunUsage",
@@ -41,10 +42,19 @@ class RunStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    ROLLING_BACK = "rolling_back"
+    """Undoing the effects after a step (`agents.rollback`); a person's wait during a rollback
+    is ``waiting_approval`` with a pending approval of kind ``compensation``."""
+    ROLLED_BACK = "rolled_back"
 
     @property
     def finished(self) -> bool:
-        return self in {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED}
+        return self in _FINISHED
+
+
+_FINISHED = frozenset(
+    {RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.ROLLED_BACK}
+)
 
 
 DEFAULT_MAX_STEPS = 20
@@ -125,19 +135,51 @@ class EffectRecord(BaseModel):
     compensate: str | None = None
     status: Literal["issued", "done", "failed", "unknown"] = "issued"
     result: Any = None
+    undone: Literal["compensated", "by_hand"] | None = None
+    """Set by a rollback (`agents.rollback`): its compensating tool ran, or a person said they
+    handled it by hand. Absent in states written before rollback existed: None."""
 
 
 class PendingApproval(BaseModel):
-    """A proposed irreversible call waiting for a person."""
+    """A proposed irreversible call waiting for a person; or, of kind ``compensation``, an
+    effect a rollback cannot undo by itself (approving means "handled by hand")."""
 
     model_config = ConfigDict(frozen=True)
 
     call: ToolCall
     key: str
-    """The idempotency key the call will run under once approved."""
+    """The idempotency key the call will run under once approved (for a compensation: the
+    key of the effect to undo)."""
     tool: str
     arguments: dict[str, Any]
     proposed_at: float
+    kind: Literal["call", "compensation"] = "call"
+    """Absent in states written before rollback existed: ``call``."""
+    problem: str | None = None
+    """For a compensation: why the rollback cannot undo the effect by itself."""
+
+
+class Rollback(BaseModel):
+    """The rollback of a run to ``to_step`` (the latest one; see `agents.rollback`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    number: int = Field(ge=1)
+    """1 for the run's first rollback, 2 for its second, ...: part of the journal keys."""
+    to_step: int = Field(ge=0)
+    by: str
+    reason: str | None = None
+    requested_at: float
+    was: RunStatus
+    """The run's status when the rollback began."""
+    queue: tuple[str, ...] = ()
+    """Keys of the effects still to undo, the next one first (the latest effect first)."""
+    settled: tuple[str, ...] = ()
+    """Keys of effects left ``issued``/``unknown`` whose outcome the journal was asked for."""
+    failure: str | None = None
+    """Why the compensation of the queue's head failed for good (the next action blocks)."""
+    notified: bool = True
+    """Whether the alert webhook was called for the current wait (no webhook: True)."""
 
 
 class RecordedCall(BaseModel):
@@ -205,6 +247,9 @@ class RunState(BaseModel):
     budget: Budget = Field(default_factory=Budget)
     effects: tuple[EffectRecord, ...] = ()
     pending_approval: PendingApproval | None = None
+    rollback: Rollback | None = None
+    """The run's latest rollback; None if it was never rolled back (and in states written
+    before rollback existed)."""
     blobs: tuple[str, ...] = ()
     """Ids of the handles this run stored (`agents.blobs`); only these are resolved. A handle
     that could not be read any more leaves it (event ``blob_unavailable``)."""

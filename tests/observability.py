@@ -92,6 +92,9 @@ AGENT_METRICS = frozenset(
         "sluicegate_agent_blobs_written_total",
         "sluicegate_agent_blob_bytes_written_total",
         "sluicegate_agent_blob_resolutions_total",
+        "sluicegate_agent_compensations_total",
+        "sluicegate_agent_compensation_alerts_total",
+        "sluicegate_agent_compensations_waiting",
     }
 )
 # Everything a worker serves: labels `pipeline` and `operator` at least.

@@ -10,7 +10,7 @@ read       ``GET /status``, ``/workers``, ``/subtasks``, ``/checkpoints``, ``/sa
            ``/metrics``, ``/agents/{agent}/runs``, ``/agents/{agent}/runs/{run}[/history]``
 approve    read, and ``POST /agents/{agent}/runs/{run}/approve|reject``
 operate    read, and ``POST /checkpoints``, ``/checkpoints/full``, ``/stop``, ``/savepoints``,
-           ``/agents/{agent}/runs/{run}/fork``, ``DELETE /savepoints/{name}``
+           ``/agents/{agent}/runs/{run}/fork|rollback``, ``DELETE /savepoints/{name}``
 =========  ==================================================================================
 
 ``GET /healthz`` needs no token. Tokens come from (see `ApiTokens.from_settings`):

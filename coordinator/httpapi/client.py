@@ -137,6 +137,27 @@ class CoordinatorClient:
         status, answer = self._call("POST", path, body=json.dumps(body).encode())
         return self._parse(status, answer, dict[str, object])
 
+    def rollback(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        to_step: int,
+        reason: str | None = None,
+        force: bool = False,
+    ) -> dict[str, object]:
+        """Ask run ``run_id`` of ``agent`` to undo the effects after ``to_step``; the command
+        as accepted (agent, run, step, by, topic). Who asks is the token's name. A refusal is a
+        `CoordinatorApiError`: 404 unknown run, 409 a rollback under way, 403 a token without
+        the ``operate`` scope."""
+        path = (
+            f"/agents/{urllib.parse.quote(agent, safe='')}"
+            f"/runs/{urllib.parse.quote(run_id, safe='')}/rollback"
+        )
+        body = {"to_step": to_step, "reason": reason, "force": force}
+        status, answer = self._call("POST", path, body=json.dumps(body).encode())
+        return self._parse(status, answer, dict[str, object])
+
     def trigger_full_checkpoint(self) -> int:
         """Trigger a full checkpoint (files shared with no other); its id. Refusals are 409."""
         status, body = self._call("POST", "/checkpoints/full")

@@ -19,6 +19,8 @@ Only this module configures logging handlers. Subcommands so far:
   (`sluicegate.cli.blobs`).
 * ``sluicegate runs list|show|history|replay|fork``: an agent's runs from its events topic,
   replayed without calling anything, and forked (`sluicegate.cli.runs`).
+* ``sluicegate runs rollback RUN --to-step N``: undo a run's effects after step N
+  (`sluicegate.cli.rollback`, docs/rollback.md).
 * ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
@@ -50,6 +52,7 @@ from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.cli.rollback import add_rollback_command
 from sluicegate.cli.runs import add_runs_commands
 from sluicegate.cli.savepoints import register as register_savepoint_commands
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
@@ -248,8 +251,8 @@ def _parser() -> argparse.ArgumentParser:
         decide.add_argument("--reason", required=verb == "reject", default=None)
         decide.set_defaults(run=_decide, approved=verb == "approve")
 
+    add_rollback_command(add_runs_commands(commands))
     register_deploy_commands(commands)
-    add_runs_commands(commands)
 
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--runs", type=int, default=60, help="how many refund requests")
@@ -467,6 +470,7 @@ async def _serve_coordinator(
     """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from agents.agent import agents_in
     from agents.approval_routes import approvals_router
+    from agents.rollback_routes import rollback_router
     from agents.run_routes import runs_router
     from coordinator.httpapi.app import create_app
     from coordinator.httpapi.auth import Scope, identity, requirement
@@ -478,15 +482,16 @@ async def _serve_coordinator(
     app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
     app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
     agents = agents_in(service.graph)
-    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject, the runs' history, forks
+    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject|rollback, history, forks
         decider = identity(tokens, Scope.APPROVE)
+        operator = identity(tokens, Scope.OPERATE)
         app.include_router(approvals_router(service.kafka, agents, decider=decider))
         app.include_router(
             runs_router(
-                service.kafka, agents, reader=requirement(tokens, Scope.READ),
-                operator=identity(tokens, Scope.OPERATE),
+                service.kafka, agents, reader=requirement(tokens, Scope.READ), operator=operator
             )
-        )  # fmt: skip
+        )
+        app.include_router(rollback_router(service.kafka, agents, operator=operator))
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
     try:

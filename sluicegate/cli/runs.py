@@ -45,7 +45,9 @@ def add_runs_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """Add the ``runs`` group; returns its subcommands (others may add theirs)."""
-    runs = commands.add_parser("runs", help="an agent's runs: list, show, history, replay, fork")
+    runs = commands.add_parser(
+        "runs", help="an agent's runs: list, show, history, replay, fork, rollback"
+    )
     what = runs.add_subparsers(required=True, metavar="WHAT")
 
     listing = what.add_parser("list", help="runs, the most recently updated first")

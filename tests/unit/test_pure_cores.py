@@ -32,6 +32,7 @@ CORES = (
     "agents.replay",
     "agents.fork",
     "agents.fork_request",
+    "agents.rollback",
     "agents.journal.resolution",
     "agents.journal.entries",
     "agents.blobs.handle",

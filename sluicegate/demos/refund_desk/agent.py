@@ -144,8 +144,11 @@ def script(messages: Sequence[ChatMessage]) -> ChatMessage:
     return _answer(f"Refunded {order_id} ({facts['amount']} {facts['currency']}); {emailed}.")
 
 
-def refund_desk(world_url: str, *, model: ModelClient | None = None) -> Agent:
-    """The demo agent. Without ``model``: a real model if configured by env, else scripted."""
+def refund_desk(
+    world_url: str, *, model: ModelClient | None = None, alert_webhook: str | None = None
+) -> Agent:
+    """The demo agent. Without ``model``: a real model if configured by env, else scripted.
+    ``alert_webhook``: where a rollback's alerts are POSTed (`Agent.alert_webhook`)."""
     world = WorldConnection(world_url)
     return Agent(
         name="refund-desk",
@@ -154,6 +157,7 @@ def refund_desk(world_url: str, *, model: ModelClient | None = None) -> Agent:
         resources=world,
         instructions=INSTRUCTIONS,
         budget=Budget(max_steps=16, max_cost_usd=1.0),
+        alert_webhook=alert_webhook,
     )
 
 
@@ -161,11 +165,13 @@ def refund_desk_graph() -> JobGraph:
     """The demo pipeline: ``sluicegate up sluicegate.demos.refund_desk.agent:refund_desk_graph``.
 
     Env: ``SLUICEGATE_WORLD_URL`` (default http://127.0.0.1:8480), ``SLUICEGATE_PARTITIONS``
-    (default 4), ``SLUICEGATE_PIPELINE`` (default refund-demo)."""
+    (default 4), ``SLUICEGATE_PIPELINE`` (default refund-demo), ``SLUICEGATE_ALERT_WEBHOOK``
+    (default none: rollback alerts are events and metrics only)."""
     world = os.environ.get("SLUICEGATE_WORLD_URL", "http://127.0.0.1:8480")
     partitions = int(os.environ.get("SLUICEGATE_PARTITIONS", "4"))
     p = Pipeline(os.environ.get("SLUICEGATE_PIPELINE", "refund-demo"))
-    add_agent(p, refund_desk(world), partitions=partitions, parallelism=min(2, partitions))
+    desk = refund_desk(world, alert_webhook=os.environ.get("SLUICEGATE_ALERT_WEBHOOK") or None)
+    add_agent(p, desk, partitions=partitions, parallelism=min(2, partitions))
     return p.build()
 
 

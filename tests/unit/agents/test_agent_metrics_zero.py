@@ -13,6 +13,7 @@ from agents.journal import EffectKind
 from agents.metrics import (
     BLOB_KINDS,
     BLOB_RESOLUTIONS,
+    COMPENSATION_OUTCOMES,
     EFFECT_OUTCOMES,
     JOURNAL_STATUSES,
     TOKEN_KINDS,
@@ -51,6 +52,9 @@ async def test_agent_counters_are_zero_after_open_in_a_fresh_registry() -> None:
         key("sluicegate_agent_blob_bytes_written_total"),
         *(key("sluicegate_agent_blobs_written_total", kind=k) for k in BLOB_KINDS),
         *(key("sluicegate_agent_blob_resolutions_total", outcome=o) for o in BLOB_RESOLUTIONS),
+        key("sluicegate_agent_compensation_alerts_total"),
+        key("sluicegate_agent_compensations_waiting"),
+        *(key("sluicegate_agent_compensations_total", outcome=o) for o in COMPENSATION_OUTCOMES),
         *(key("sluicegate_agent_model_tokens_total", kind=k) for k in TOKEN_KINDS),
         *(
             key("sluicegate_agent_effects_total", kind=kind.value, outcome=outcome)

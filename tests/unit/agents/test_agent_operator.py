@@ -217,7 +217,9 @@ class Desk:
         await self.open()
 
     async def send(self, topic: str, message: BaseModel) -> None:
-        record = Record(topic, 0, 0, b"r1", message.model_dump_json().encode(), 0)
+        """Deliver ``message`` keyed by its run, as the routing stage keys it."""
+        key = str(getattr(message, "run_id", "r1")).encode()
+        record = Record(topic, 0, 0, key, message.model_dump_json().encode(), 0)
         await self.op.process(record, FakeContext(self.world, topic))
 
     async def task(self, budget: Budget | None = None, **fields: Any) -> None:

@@ -90,6 +90,10 @@ def test_a_malformed_record_raises_so_the_router_dead_letters_it() -> None:
         route("desk.tasks", b'{"goal": "no run id"}', b"k")
     with pytest.raises(ValueError, match="not JSON"):
         route("desk.approvals", b"not json", b"k")
+    with pytest.raises(ValueError, match="unknown command 'explode'"):
+        route("desk.approvals", b'{"command": "explode", "run_id": "r1"}', b"k")
+    with pytest.raises(ValidationError):
+        route("desk.approvals", b'{"command": "rollback", "run_id": "r1", "to_step": -1}', b"k")
 
 
 def test_add_agent_puts_the_router_between_the_sources_and_the_agent() -> None:

@@ -217,7 +217,7 @@ def test_a_read_only_call_runs_at_once_without_an_effect_record() -> None:
     assert after.event["error"] == "boom"
 
 
-def test_finished_and_waiting_runs_are_idle_and_finished_runs_never_change() -> None:
+def test_finished_and_waiting_runs_are_idle_and_finished_runs_change_only_by_a_rollback() -> None:
     done = reply(started())
     assert (done.status, done.answer) == (RunStatus.DONE, "the answer")
     failed = fail(started(), "stop", 1.0).state
@@ -227,7 +227,7 @@ def test_finished_and_waiting_runs_are_idle_and_finished_runs_never_change() -> 
     waiting = ask_approval(state, ask, 1.0).state
     for state in (done, failed, waiting):
         assert next_action(state, TOOLS) == Idle()
-    assert ALLOWED[RunStatus.DONE] == frozenset()
+    assert ALLOWED[RunStatus.DONE] == frozenset({RunStatus.ROLLING_BACK})
     with pytest.raises(ValueError, match="done -> failed not allowed"):
         fail(done, "late", 2.0)
 

@@ -1,0 +1,221 @@
+"""Rolling refund-desk runs back on the real broker, one through the CLI and one over HTTP.
+
+Each run refunds an order (step 2, reversible) and emails the customer (step 3, irreversible,
+approved). Rolled back to step 1, the email comes first: it cannot be undone, so the run
+raises an alert (event ``compensation_needed``, a POST to a real webhook receiver) and waits;
+a person approves ("handled by hand"); the refund is then reversed by its compensating tool
+and the run ends ``rolled_back`` with a second result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from agents.agent import AgentTopics, add_agent, agents_in
+from agents.approval_routes import approvals_router
+from agents.client import submit_tasks
+from agents.messages import TaskRequest
+from agents.rollback_routes import rollback_router
+from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
+from coordinator.local import LocalJob
+from operators.pipeline import Pipeline
+from operators.runtime.readers import committed_from_start
+from operators.storage import open_storage
+from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
+from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.demos.wordcount import read_sink
+from tests.alert_receiver import AlertReceiver
+from tests.helpers import wait_for
+from tests.integration.agents.test_agent_runs import approving
+
+PARTITIONS = 4
+ANN, BOB = "ann-token-0123456789", "bob-token-0123456789"
+TOKENS = ApiTokens({
+    ANN: Principal.granted("ann", [Scope.APPROVE]),
+    BOB: Principal.granted("bob", [Scope.OPERATE]),
+})  # fmt: skip
+
+
+@pytest.fixture
+def world() -> Iterator[WorldServer]:
+    with WorldServer() as server:
+        yield server
+
+
+@pytest.fixture
+def alerts() -> Iterator[AlertReceiver]:
+    receiver = AlertReceiver(fail_first=1)  # the first POST is answered 503, then retried
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+
+
+def api_app(bootstrap: str, agents: dict[str, AgentTopics]) -> FastAPI:
+    app = FastAPI()
+
+    async def refused(request: object, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiAuthError)
+        return JSONResponse(status_code=exc.status, content={"error": exc.error})
+
+    app.add_exception_handler(ApiAuthError, refused)
+    app.include_router(approvals_router(bootstrap, agents, decider=identity(TOKENS, Scope.APPROVE)))
+    app.include_router(rollback_router(bootstrap, agents, operator=identity(TOKENS, Scope.OPERATE)))
+    return app
+
+
+async def sluicegate(bootstrap: str, *args: str) -> tuple[int, str]:
+    """Run the CLI without blocking the event loop the job runs on."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sluicegate", *args,
+        env={**os.environ, "SLUICEGATE_KAFKA_BOOTSTRAP": bootstrap},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+class Events:
+    """The committed events of the agent, read as they come."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def of(self, run_id: str, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.seen if e["run_id"] == run_id and e["type"] == kind]
+
+
+async def reading(bootstrap: str, topic: str, events: Events) -> None:
+    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                events.seen.extend(json.loads(r.value or b"{}") for r in records)
+
+
+@pytest.fixture
+async def events_task() -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks: list[asyncio.Task[None]] = []
+    yield tasks
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    world: WorldServer,
+    alerts: AlertReceiver,
+    events_task: list[asyncio.Task[None]],
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    p = Pipeline(f"rollback-{tag}")
+    topics = AgentTopics(
+        tasks=f"tasks-{tag}", approvals=f"approvals-{tag}",
+        events=f"events-{tag}", results=f"results-{tag}",
+    )  # fmt: skip
+    desk = refund_desk(world.url, alert_webhook=alerts.url)
+    add_agent(p, desk, partitions=PARTITIONS, parallelism=2, topics=topics)
+    graph = p.build()
+    job = LocalJob(
+        graph, bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "s"),
+        work_dir=tmp_path / "w", interval_seconds=0.3,
+    )  # fmt: skip
+    events = Events()
+    events_task.append(asyncio.create_task(reading(kafka_bootstrap, topics.events, events)))
+    topic_flags = ["--topic", topics.approvals, "--events-topic", topics.events]
+    await job.start()
+    try:
+        async with approving(kafka_bootstrap, topics, delay_s=0.1):
+            tasks = [
+                TaskRequest(run_id=run, goal=task_goal(f"ord-{tag}-{run}", research=1))
+                for run in ("r-cli", "r-http")
+            ]
+            await submit_tasks(kafka_bootstrap, topics.tasks, tasks)
+            await wait_for(
+                lambda: all(events.of(r, "model")[-1:] and events.of(r, "model")[-1]["status"]
+                            == "done" for r in ("r-cli", "r-http")),
+                timeout_s=120, what="both runs done",
+            )  # fmt: skip
+        assert world.state.stats()["effects_by_kind"] == {"refund": 2, "email": 2, "reversal": 0}
+
+        transport = httpx.ASGITransport(app=api_app(kafka_bootstrap, agents_in(graph)))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            path = "/agents/refund-desk/runs/{}/rollback"
+            body = {"to_step": 1, "reason": "ordered twice"}
+            no_scope = await api.post(path.format("r-http"), json=body, headers=auth(ANN))
+            assert no_scope.status_code == 403, no_scope.text
+            unknown = await api.post(path.format("nope"), json=body, headers=auth(BOB))
+            assert (unknown.status_code, unknown.json()["error"]) == (404, "unknown_run")
+            bad = await api.post(path.format("r-http"), json={"to_step": -1}, headers=auth(BOB))
+            assert bad.status_code == 422
+            accepted = await api.post(path.format("r-http"), json=body, headers=auth(BOB))
+            assert accepted.status_code == 202, accepted.text
+            assert accepted.json()["by"] == "bob"
+
+            code, out = await sluicegate(
+                kafka_bootstrap, "runs", "rollback", "r-cli", "--to-step", "1",
+                "--agent", "refund-desk", "--by", "carol", *topic_flags,
+            )  # fmt: skip
+            assert code == 0, out
+            code, out = await sluicegate(
+                kafka_bootstrap, "runs", "rollback", "r-none", "--to-step", "1", *topic_flags,
+            )  # fmt: skip
+            assert code == 1
+            assert "has no run 'r-none'" in out
+
+            # The email cannot be undone: an alert, and each run waits for a person.
+            for run in ("r-cli", "r-http"):
+                await wait_for(
+                    lambda run=run: events.of(run, "alert_sent"),  # type: ignore[misc, arg-type]
+                    timeout_s=120, what=f"the alert of {run}",
+                )  # fmt: skip
+                (needed,) = events.of(run, "compensation_needed")
+                assert (needed["tool"], needed["key"]) == ("send_email", f"{run}/3/0")
+                assert needed["arguments"]["to"].endswith("@example.com")
+                assert needed["status"] == "waiting_approval"
+            assert sorted(alerts.keys) == ["r-cli/3/0/alert/1", "r-http/3/0/alert/1"]
+            assert set(alerts.keys.values()) == {1}
+            assert alerts.refused == 1
+            (started,) = events.of("r-cli", "rollback_started")
+            assert (started["by"], started["effects"]) == ("carol", ["r-cli/3/0", "r-cli/2/0"])
+            assert world.state.stats()["effects_by_kind"]["reversal"] == 0
+
+            code, out = await sluicegate(kafka_bootstrap, "approve", "r-cli", *topic_flags)
+            assert code == 0, out
+            ok = await api.post("/agents/refund-desk/runs/r-http/approve", headers=auth(ANN))
+            assert ok.status_code == 202, ok.text
+
+        results = await read_sink(kafka_bootstrap, topics.results, 4, timeout_s=120)
+    finally:
+        await job.crash()
+    by_run: dict[str, list[str]] = {}
+    for record in results:
+        result = json.loads(record.value)
+        by_run.setdefault(result["run_id"], []).append(result["status"])
+    assert by_run == {"r-cli": ["done", "rolled_back"], "r-http": ["done", "rolled_back"]}
+    stats = world.state.stats()
+    assert stats["effects_by_kind"] == {"refund": 2, "email": 2, "reversal": 2}
+    assert stats["duplicates"] == 0
+    for run in ("r-cli", "r-http"):
+        (compensation,) = events.of(run, "compensation")
+        assert compensation["tool"] == "reverse_refund"
+        assert compensation["key"] == f"{run}/2/0/compensate/1"
+        assert compensation["result"]["status"] == "reversed"
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
