@@ -49,6 +49,7 @@ from operators.exceptions import ConfigError, SluicegateError
 from operators.kafka import KafkaLike, KafkaSettings
 from sluicegate.cli.blobs import register as register_blob_commands
 from sluicegate.cli.commands import register as register_client_commands
+from sluicegate.cli.decisions import add_decision_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.reach import wait_for_kafka
@@ -219,38 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     audit.set_defaults(run=_audit)
 
-    for verb in ("approve", "reject"):
-        decide = commands.add_parser(verb, help=f"{verb} the call a run waits on")
-        decide.add_argument("run_id", metavar="RUN")
-        decide.add_argument("--agent", default="refund-desk", help="the agent's name")
-        decide.add_argument(
-            "--topic", default=None, help="the approvals topic (default: <agent>.approvals)"
-        )
-        decide.add_argument(
-            "--events-topic",
-            default=None,
-            help="the events topic, where the run's status is checked (default: <agent>.events)",
-        )
-        decide.add_argument(
-            "--call-id", default="", help="the call decided on (default: the one it waits on)"
-        )
-        decide.add_argument(
-            "--force",
-            action="store_true",
-            help="write the decision without checking that the run waits for approval",
-        )
-        decide.add_argument(
-            "--by", default=None, help="who decides (default: $USER); not with --url"
-        )
-        decide.add_argument(
-            "--url",
-            default=None,
-            help="decide through the coordinator's API at this URL instead of writing to Kafka: "
-            "who decides is then the name of $SLUICEGATE_API_TOKEN (docs/security.md)",
-        )
-        decide.add_argument("--reason", required=verb == "reject", default=None)
-        decide.set_defaults(run=_decide, approved=verb == "approve")
-
+    add_decision_commands(commands)
     add_rollback_command(add_runs_commands(commands))
     register_deploy_commands(commands)
 
@@ -308,15 +278,6 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
         help="Kafka bootstrap servers (default: $SLUICEGATE_KAFKA_BOOTSTRAP, else "
         "127.0.0.1:9092); unreachable: retried with backoff until it answers",
     )
-
-
-def _user() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "cli"
 
 
 def _stop_on_sigterm() -> None:
@@ -596,65 +557,6 @@ def _audit(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(run())
-
-
-def _decide(args: argparse.Namespace) -> int:
-    """``sluicegate approve|reject RUN``: check in the agent's events topic that the run waits
-    for approval (else exit 1 saying why: unknown run, or its status), then write the decision.
-    """
-    from agents.client import send_decision
-    from agents.messages import ApprovalDecision
-    from agents.run_directory import RunDirectory
-
-    if args.url is not None:
-        return _decide_over_api(args)
-    args.by = args.by or _user()
-    topic = args.topic or f"{args.agent}.approvals"
-    events = args.events_topic or f"{args.agent}.events"
-    decision = ApprovalDecision(
-        run_id=args.run_id, approved=args.approved, call_id=args.call_id, by=args.by,
-        reason=args.reason,
-    )  # fmt: skip
-    bootstrap = _kafka()
-
-    async def decide() -> None:
-        if not args.force:
-            directory = RunDirectory(bootstrap, args.agent, events)
-            await directory.check_decision(args.run_id, args.call_id)
-        await send_decision(bootstrap, topic, decision)
-
-    asyncio.run(decide())
-    verb = "approved" if args.approved else "rejected"
-    print(f"{verb} run {args.run_id} (written to {topic} at {bootstrap})")
-    return 0
-
-
-def _decide_over_api(args: argparse.Namespace) -> int:
-    """``sluicegate approve|reject RUN --url URL``: the coordinator checks the run and writes
-    the decision, with the token's name as who decides."""
-    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
-    from sluicegate.cli.commands import api_token
-
-    if args.by is not None or args.topic is not None or args.events_topic is not None:
-        raise ConfigError(
-            "--url",
-            "the coordinator takes who decides from the token and knows the agent's topics: "
-            "drop --by, --topic and --events-topic",
-        )
-    client = CoordinatorClient(args.url, token=api_token())
-    try:
-        accepted = client.decide(
-            args.agent, args.run_id, approved=args.approved, reason=args.reason,
-            call_id=args.call_id, force=args.force,
-        )  # fmt: skip
-    except CoordinatorApiError as exc:
-        print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
-        if exc.what_to_do:
-            print(f"what to do: {exc.what_to_do}", file=sys.stderr)
-        return 1
-    verb = "approved" if args.approved else "rejected"
-    print(f"{verb} run {args.run_id} (written to {accepted.get('topic')} by the coordinator)")
-    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

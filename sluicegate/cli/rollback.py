@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import sys
 from typing import Any
 
 from operators.exceptions import ConfigError
 from operators.kafka import KafkaSettings
+from sluicegate.cli.decisions import who_asks
 
 __all__ = ["add_rollback_command"]
 
@@ -73,7 +73,7 @@ def run_rollback(args: argparse.Namespace) -> int:
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"
     command = RollbackRun(
-        run_id=args.run_id, to_step=args.to_step, by=args.by or _user(), reason=args.reason
+        run_id=args.run_id, to_step=args.to_step, by=args.by or who_asks(), reason=args.reason
     )
     bootstrap = KafkaSettings.from_env(None)
 
@@ -124,10 +124,3 @@ def _over_api(args: argparse.Namespace) -> int:
         f"(written to {accepted.get('topic')} by the coordinator)"
     )
     return 0
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "cli"

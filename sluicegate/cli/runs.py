@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
 import re
 from pathlib import Path
@@ -33,6 +32,7 @@ from agents.history import RunHistory
 from agents.replay import replay
 from operators.exceptions import ConfigError
 from operators.kafka import KafkaSettings
+from sluicegate.cli.decisions import who_asks
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table
 
 __all__ = ["add_runs_commands"]
@@ -152,7 +152,7 @@ def _fork(args: argparse.Namespace) -> int:
     fork = asyncio.run(
         request_fork(
             history, approvals, args.run_id, args.from_step, patch=patch,
-            recorded_only=args.recorded_only, run_id=new_id, by=args.by or _user(),
+            recorded_only=args.recorded_only, run_id=new_id, by=args.by or who_asks(),
         )
     )  # fmt: skip
     if args.json:
@@ -177,10 +177,3 @@ def _read_patch(path: Path) -> ForkPatch:
         return parse_patch(data)
     except ValidationError as exc:
         raise ConfigError("--patch", f"{path} is not a patch: {exc}") from None
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "cli"
