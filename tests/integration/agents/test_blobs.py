@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import builtins
 import json
 import random
 import subprocess
@@ -41,9 +40,10 @@ from operators.graph import JobGraph
 from operators.kafka import KafkaLike
 from operators.pipeline import Pipeline
 from operators.runtime.readers import committed_from_start
-from operators.storage import ContentAddressedUpload, Storage, StoredFile, open_storage
+from operators.storage import Storage, StoredFile, open_storage
 from operators.storage.blobs import BlobStore, subject_digest
 from sluicegate.demos.wordcount import read_sink
+from tests.storage_wrappers import DelegatingStorage
 
 PARTITIONS = 2
 SIZE = 1 << 20
@@ -152,13 +152,13 @@ def sluicegate(*args: str) -> str:
     return done.stdout
 
 
-class CrashAfterPayload:
+class CrashAfterPayload(DelegatingStorage):
     """The job's storage, on a real directory; the first payload written under ``blobs/``
     is stored, then the write never returns (the job is crashed there, before the journal's
     ``done``). ``payload_puts`` counts the payloads written."""
 
     def __init__(self, inner: Storage) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.payload_puts = 0
         self.written = asyncio.Event()
 
@@ -170,36 +170,6 @@ class CrashAfterPayload:
                 self.written.set()
                 await asyncio.Event().wait()  # until the crash cancels it
         return stored
-
-    async def put_if_absent(self, path: str, data: bytes) -> StoredFile:
-        return await self.inner.put_if_absent(path, data)
-
-    async def put_file(self, path: str, local_path: Path) -> StoredFile:
-        return await self.inner.put_file(path, local_path)
-
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
-        return await self.inner.put_content_addressed(prefix, local_path)
-
-    async def get(self, path: str) -> bytes:
-        return await self.inner.get(path)
-
-    async def get_verified(self, file: StoredFile) -> bytes:
-        return await self.inner.get_verified(file)
-
-    async def download_verified(self, file: StoredFile, local_path: Path) -> None:
-        await self.inner.download_verified(file, local_path)
-
-    async def exists(self, path: str) -> bool:
-        return await self.inner.exists(path)
-
-    async def list(self, prefix: str = "") -> builtins.list[str]:
-        return await self.inner.list(prefix)
-
-    async def delete(self, path: str) -> None:
-        await self.inner.delete(path)
-
-    async def size(self, path: str) -> int:
-        return await self.inner.size(path)
 
 
 async def test_a_large_result_is_written_once_across_a_crash_and_only_its_handle_is_kept(

@@ -7,7 +7,6 @@ import asyncio
 import builtins
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,13 +25,12 @@ from operators.exceptions import ConfigError
 from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 from operators.storage import (
-    ContentAddressedUpload,
     Storage,
     StorageUnavailableError,
-    StoredFile,
     open_storage,
 )
 from operators.storage.layout import checkpoint_manifest, shared_file
+from tests.storage_wrappers import DelegatingStorage
 
 Files = Mapping[str, Iterable[int]]
 """subtask -> numbers of the shared files its handle names."""
@@ -104,7 +102,7 @@ async def broken_manifests(storage: Storage) -> list[int]:
     return sorted(set(broken))
 
 
-class FailingStorage:
+class FailingStorage(DelegatingStorage):
     """Delegates to ``inner``; the delete after ``fail_after`` successful ones raises (a crash),
     and after every successful delete ``check`` runs against ``inner``."""
 
@@ -115,7 +113,7 @@ class FailingStorage:
         fail_after: int | None = None,
         check: Callable[[Storage], Awaitable[None]] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.fail_after = fail_after
         self.check = check
         self.deletes = 0
@@ -127,36 +125,6 @@ class FailingStorage:
         self.deletes += 1
         if self.check is not None:
             await self.check(self.inner)
-
-    async def put(self, path: str, data: bytes) -> StoredFile:
-        return await self.inner.put(path, data)
-
-    async def put_if_absent(self, path: str, data: bytes) -> StoredFile:
-        return await self.inner.put_if_absent(path, data)
-
-    async def put_file(self, path: str, local_path: Path) -> StoredFile:
-        return await self.inner.put_file(path, local_path)
-
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
-        return await self.inner.put_content_addressed(prefix, local_path)
-
-    async def get(self, path: str) -> bytes:
-        return await self.inner.get(path)
-
-    async def get_verified(self, file: StoredFile) -> bytes:
-        return await self.inner.get_verified(file)
-
-    async def download_verified(self, file: StoredFile, local_path: Path) -> None:
-        await self.inner.download_verified(file, local_path)
-
-    async def exists(self, path: str) -> bool:
-        return await self.inner.exists(path)
-
-    async def list(self, prefix: str = "") -> builtins.list[str]:
-        return await self.inner.list(prefix)
-
-    async def size(self, path: str) -> int:
-        return await self.inner.size(path)
 
 
 async def every_manifest_restorable(storage: Storage) -> None:

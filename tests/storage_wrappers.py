@@ -1,0 +1,49 @@
+"""`DelegatingStorage`: a `Storage` that passes every call to another; tests subclass it and
+override the one or two calls they interfere with (a crash, a delay, a count)."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+
+from operators.storage import ContentAddressedUpload, Storage, StoredFile
+
+
+class DelegatingStorage:
+    """Every `Storage` call goes to ``inner`` unchanged."""
+
+    def __init__(self, inner: Storage) -> None:
+        self.inner = inner
+
+    async def put(self, path: str, data: bytes) -> StoredFile:
+        return await self.inner.put(path, data)
+
+    async def put_if_absent(self, path: str, data: bytes) -> StoredFile:
+        return await self.inner.put_if_absent(path, data)
+
+    async def put_file(self, path: str, local_path: Path) -> StoredFile:
+        return await self.inner.put_file(path, local_path)
+
+    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
+        return await self.inner.put_content_addressed(prefix, local_path)
+
+    async def get(self, path: str) -> bytes:
+        return await self.inner.get(path)
+
+    async def get_verified(self, file: StoredFile) -> bytes:
+        return await self.inner.get_verified(file)
+
+    async def download_verified(self, file: StoredFile, local_path: Path) -> None:
+        await self.inner.download_verified(file, local_path)
+
+    async def exists(self, path: str) -> bool:
+        return await self.inner.exists(path)
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        return await self.inner.list(prefix)
+
+    async def delete(self, path: str) -> None:
+        await self.inner.delete(path)
+
+    async def size(self, path: str) -> int:
+        return await self.inner.size(path)
