@@ -76,7 +76,7 @@ from agents.operator import AgentOperator
 from agents.state import Budget, RunState, RunStatus, run_key
 from agents.tools import ToolContext, tool
 from bench.processes import kafka_bootstrap
-from bench.table import print_table
+from bench.table import report_table
 from coordinator.local import LocalJob
 from operators.contract import Record
 from operators.graph import JobGraph
@@ -375,7 +375,8 @@ def report(ours: dict[str, Measured], theirs: dict[str, Any] | str, runs: int) -
             ("langgraph per-step overhead of checkpointing (sync - none)", "1", "-",
              f"{lg_overhead:.2f}"),
         ]  # fmt: skip
-    print_table(("", "runs at once", "steps/s", "ms/step"), rows)
+    title = "Durable agent steps: sluicegate and LangGraph"
+    report_table("agent_steps", title, ("", "runs at once", "steps/s", "ms/step"), rows)
     if isinstance(theirs, str):
         print(f"langgraph: unavailable ({theirs.strip()})")
         return
