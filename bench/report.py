@@ -46,7 +46,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
-    rule = "|" + "|".join("---:" for _ in header) + "|"
+    rule = "|---|" + "".join("---:|" for _ in header[1:])  # names left, numbers right
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
@@ -55,8 +55,9 @@ def plot_throughput(plt: Any, rows: list[Row], out: Path) -> bool:
     if not runs:
         return False
     by_system: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        by_system[r["system"]][r["processes"]].append(r["words"] / r["seconds"])
+    for r in runs:  # a series per system and input size (make bench compares two sizes)
+        series = f"{r['system']}, {r['words']:,} words"
+        by_system[series][r["processes"]].append(r["words"] / r["seconds"])
     figure, axes = plt.subplots(figsize=(6, 4))
     for system, by_processes in sorted(by_system.items()):
         xs = sorted(by_processes)
@@ -64,10 +65,9 @@ def plot_throughput(plt: Any, rows: list[Row], out: Path) -> bool:
         low = [m - min(by_processes[x]) for m, x in zip(mids, xs, strict=True)]
         high = [max(by_processes[x]) - m for m, x in zip(mids, xs, strict=True)]
         axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=system)
-    words = runs[0]["words"]
     axes.set(xlabel="processes", ylabel="words/s (to visible read_committed)",
-             title=f"Word count, exactly-once, {words:,} words", xticks=sorted(
-                 {r["processes"] for r in runs}))  # fmt: skip
+             title="Word count, exactly-once (median, bars: min-max)",
+             xticks=sorted({r["processes"] for r in runs}))  # fmt: skip
     axes.set_yscale("log")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
@@ -86,6 +86,7 @@ def plot_checkpoints(plt: Any, rows: list[Row], out: Path) -> bool:
     at = [r["at_s"] for r in points]
     axes.plot(at, [r["end_to_end_s"] * 1000 for r in points], marker=".", label="end-to-end")
     axes.plot(at, [r["alignment_s"] * 1000 for r in points], marker=".", label="alignment")
+    axes.set_ylim(bottom=0)
     axes.set(xlabel="seconds since the input started", ylabel="ms",
              title=f"Checkpoint duration at {points[0]['rate']:,} records/s")  # fmt: skip
     axes.grid(True, alpha=0.3)
@@ -97,6 +98,7 @@ def plot_checkpoints(plt: Any, rows: list[Row], out: Path) -> bool:
 
 
 def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
+    ticker = importlib.import_module("matplotlib.ticker")
     points = [r for r in rows if r["bench"] == "recovery" and r["kind"] == "restore"]
     if not points:
         return False
@@ -108,6 +110,10 @@ def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
     axes.set(xlabel="state MB", ylabel="SIGKILL to first record, s",
              title="Recovery time vs state size")  # fmt: skip
     axes.set_xscale("log")
+    axes.set_xticks(sorted({r["state_mb"] for r in points}))
+    axes.xaxis.set_major_formatter(ticker.FormatStrFormatter("%.0f"))
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axes.set_ylim(0, max(r["seconds"] for r in points) * 1.15)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
