@@ -30,7 +30,7 @@ MATPLOTLIB = "matplotlib==3.11.2"
 # The peers at two sizes: faust counts about 20x slower, so it gets a smaller input (the same
 # on both sides of its comparison) to keep the full run under an hour on 2 cores.
 FULL: list[list[str]] = [
-    ["bench.peers_wordcount", "--systems", "sluicegate,quix", "--lines", "50000", "--rounds", "5"],
+    ["bench.peers_wordcount", "--systems", "sluicegate,quix", "--lines", "30000", "--rounds", "5"],
     ["bench.peers_wordcount", "--systems", "sluicegate,faust", "--lines", "5000", "--rounds", "3"],
     ["bench.wordcount_throughput"],
     ["bench.checkpoint_e2e"],
