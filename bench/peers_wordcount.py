@@ -313,7 +313,11 @@ async def bench(
         rows,
         [f"Timed from the first line produced to the last count visible read_committed; "
          f"ratios are per round (above 1: sluicegate faster), median (min-max); versions: "
-         f"{', '.join(pin for _, pins in PEERS.values() for pin in pins)}."],
+         f"{', '.join(pin for _, pins in PEERS.values() for pin in pins)}.",
+         "A count becomes visible only with a commit: sluicegate's when the checkpoint after "
+         "it completes, the peers' after their word topic's transaction too; 1-2 s with a "
+         "commit every second. Runs much longer than that measure throughput; runs near it "
+         "mostly that floor, and a ratio to a run near it is a lower bound."],
     )  # fmt: skip
 
 
