@@ -5,7 +5,7 @@ UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-unit test-integration test-e2e soak bench lint fmt typecheck kafka sync clean
+.PHONY: demo test test-unit test-integration test-e2e soak bench bench-quick lint fmt typecheck kafka sync clean
 
 demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 	$(RUN) sluicegate demo
@@ -29,15 +29,11 @@ soak: sync  ## the chaos tests at full size: 200k lines / 12 SIGKILLs; 500 agent
 	SLUICEGATE_CHAOS_LINES=200000 SLUICEGATE_CHAOS_KILLS=12 \
 	SLUICEGATE_AGENT_CHAOS_RUNS=500 SLUICEGATE_AGENT_CHAOS_KILLS=10 $(RUN) pytest tests/e2e -k sigkill
 
-bench: sync  ## benchmarks: print tables (see README); not part of the tests
-	$(RUN) python -m bench.checkpoint_cost
-	$(RUN) python -m bench.wordcount_throughput
-	$(RUN) python -m bench.recovery
-	$(RUN) python -m bench.checkpoint_e2e
-	$(RUN) python -m bench.agent_steps
-	$(RUN) python -m bench.incremental_upload
-	$(RUN) python -m bench.profile_wordcount
-	$(RUN) python -m bench.savepoint_cost
+bench: sync  ## every benchmark on one broker: tables, bench/out/report.md and PNG plots
+	$(RUN) python -m bench.run_all
+
+bench-quick: sync  ## the same at small sizes (a few minutes): checks that they work
+	$(RUN) python -m bench.run_all --quick
 
 lint: sync
 	$(RUN) ruff check .

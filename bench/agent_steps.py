@@ -76,7 +76,7 @@ from agents.operator import AgentOperator
 from agents.state import Budget, RunState, RunStatus, run_key
 from agents.tools import ToolContext, tool
 from bench.processes import kafka_bootstrap
-from bench.table import print_table
+from bench.table import report_table
 from coordinator.local import LocalJob
 from operators.contract import Record
 from operators.graph import JobGraph
@@ -376,23 +376,29 @@ def report(ours: dict[str, Measured], theirs: dict[str, Any] | str, runs: int) -
             ("langgraph per-step overhead of checkpointing (sync - none)", "1", "-",
              f"{lg_overhead:.2f}"),
         ]  # fmt: skip
-    print_table(("", "runs at once", "steps/s", "ms/step"), rows)
+    notes: list[str] = []
     if isinstance(theirs, str):
-        print(f"langgraph: unavailable ({theirs.strip()})")
-        return
-    ratios = [
-        ("LocalJob submit→result", "langgraph+sqlite sync, one at a time", "job", "sqlite_sync"),
-        ("LocalJob submit→result", "langgraph+sqlite sync, all at once", "job",
-         "sqlite_sync_concurrent"),
-        ("direct Kafka journal + RocksDB", "langgraph+sqlite sync, one at a time", "kafka",
-         "sqlite_sync"),
-    ]  # fmt: skip
-    for ours_name, theirs_name, a, b in ratios:
-        ratio = ours[a].steps_per_s / lg[b].steps_per_s
-        print(f"sluicegate/langgraph steps/s: {ratio:.2f}  ({ours_name} vs {theirs_name})")
-    versions = ", ".join(f"{k}=={v}" for k, v in theirs["versions"].items())
-    print(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
-          f"{theirs['checkpoints_per_run']} checkpoints per langgraph run")  # fmt: skip
+        notes.append(f"langgraph: unavailable ({theirs.strip()})")
+    else:
+        ratios = [
+            ("LocalJob submit→result", "langgraph+sqlite sync, one at a time", "job",
+             "sqlite_sync"),
+            ("LocalJob submit→result", "langgraph+sqlite sync, all at once", "job",
+             "sqlite_sync_concurrent"),
+            ("direct Kafka journal + RocksDB", "langgraph+sqlite sync, one at a time", "kafka",
+             "sqlite_sync"),
+        ]  # fmt: skip
+        for ours_name, theirs_name, a, b in ratios:
+            ratio = ours[a].steps_per_s / lg[b].steps_per_s
+            notes.append(
+                f"sluicegate/langgraph steps/s: {ratio:.2f}  ({ours_name} vs {theirs_name})"
+            )
+        versions = ", ".join(f"{k}=={v}" for k, v in theirs["versions"].items())
+        notes.append(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
+                     f"{theirs['checkpoints_per_run']} checkpoints per langgraph run")  # fmt: skip
+    title = "Durable agent steps: sluicegate and LangGraph"
+    header = ("", "runs at once", "steps/s", "ms/step")
+    report_table("agent_steps", title, header, rows, notes)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.table import print_table
+from bench.table import report_table
 from operators.runtime.state_transfer import SnapshotStore, UploadResult
 from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import open_storage
@@ -77,7 +77,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as root:
             rows.extend(asyncio.run(measure(keys, fractions, Path(root))))
     header = ("keys", "checkpoint", "sync ms", "upload ms", "state MB", "uploaded MB", "uploaded")
-    print_table(header, rows)
+    report_table("checkpoint_cost", "Checkpoint sync phase and upload vs state size", header, rows)
 
 
 if __name__ == "__main__":

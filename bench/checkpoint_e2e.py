@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.processes import ProcessCluster, kafka_bootstrap
-from bench.table import print_table
+from bench.table import record, report_table
 from operators.contract import Context, ProcessFunction, Record
 from operators.graph import JobGraph
 from operators.kafka import clients as kafka_clients
@@ -164,17 +164,22 @@ async def bench(bootstrap: str, rate: int, seconds: float, interval: float) -> N
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
     window = [seen[n] for n in sorted(seen) if wall_start <= seen[n].triggered_at <= wall_end]
-    print(f"{records:,} records in {elapsed:.1f}s: input rate {records / elapsed:,.0f}/s "
-          f"(target {rate:,}/s); {len(window)} checkpoints triggered while producing completed, "
-          f"interval {interval}s")  # fmt: skip
+    notes = [f"{records:,} records in {elapsed:.1f}s: input rate {records / elapsed:,.0f}/s "
+             f"(target {rate:,}/s); {len(window)} checkpoints triggered while producing "
+             f"completed, interval {interval}s"]  # fmt: skip
     if len(window) >= 2:
         first, last = window[0], window[-1]
         moved = last.source_position(f"src-{tag}") - first.source_position(f"src-{tag}")
         op1_rate = moved / (last.triggered_at - first.triggered_at)
-        print(f"op1 consumed {op1_rate:,.0f} records/s (source R_p between the first and last)")
+        notes.append(f"op1 consumed {op1_rate:,.0f} records/s (source R_p, first to last)")
     if not window:
-        print("no checkpoint completed while producing")
+        print(*notes, "no checkpoint completed while producing", sep="\n")
         return
+    for o in window:
+        alignment, sync, async_ = o.slowest()
+        record("checkpoint_e2e", "checkpoint", checkpoint=o.manifest.checkpoint_id,
+               at_s=o.triggered_at - wall_start, end_to_end_s=o.end_to_end,
+               alignment_s=alignment, sync_s=sync, async_s=async_, rate=rate)  # fmt: skip
     metrics = {
         "end-to-end": [o.end_to_end for o in window],
         "alignment (slowest)": [o.slowest()[0] for o in window],
@@ -185,7 +190,9 @@ async def bench(bootstrap: str, rate: int, seconds: float, interval: float) -> N
         (name, f"{_pct(v, 50) * 1000:.0f}", f"{_pct(v, 95) * 1000:.0f}", f"{max(v) * 1000:.0f}")
         for name, v in metrics.items()
     ]
-    print_table(("per checkpoint", "p50 ms", "p95 ms", "max ms"), rows)
+    title = f"Checkpoint end-to-end at {rate:,} records/s, 2 worker processes"
+    report_table("checkpoint_e2e", title, ("per checkpoint", "p50 ms", "p95 ms", "max ms"), rows,
+                 notes)  # fmt: skip
 
 
 def _pct(values: list[float], p: float) -> float:

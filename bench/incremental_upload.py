@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from statistics import mean, median
 
-from bench.table import print_table
+from bench.table import report_table
 from operators.runtime.state_transfer import SnapshotStore
 from operators.state.codec import RocksDBOptions
 from operators.state.rocksdb import RocksDBStateStore
@@ -77,7 +77,9 @@ def main() -> None:
         ratios = asyncio.run(
             measure(args.keys, args.checkpoints, args.fraction, options, Path(root))
         )
-    print_table(
+    report_table(
+        "incremental_upload",
+        "Incremental upload: uploaded / changed bytes per checkpoint",
         ("keys", "updated", "checkpoints", "target MB", "level base MB", "mean", "median", "worst"),
         [
             (
@@ -91,8 +93,8 @@ def main() -> None:
                 f"{max(ratios):.2f}x",
             )
         ],
+        ["uploaded / changed bytes per incremental checkpoint (target: mean <= 3x, worst <= 10x)"],
     )
-    print("uploaded / changed bytes per incremental checkpoint (target: mean <= 3x, worst <= 10x)")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from bench.table import print_table
+from bench.table import report_table
 from coordinator.local import LocalJob
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import produce_lines, word_count
@@ -72,9 +72,12 @@ def report(profile: cProfile.Profile, records: int) -> None:
         ("all Python calls", f"{total / records:.1f}"),
         ("sluicegate's own", f"{sum(c for c, _ in ours.values()) / records:.1f}"),
     ]
-    print_table(("calls per record", "count"), rows)
+    title = "Word count per-record path: Python calls per record"
+    report_table("profile_wordcount", title, ("calls per record", "count"), rows)
     top = sorted(ours.items(), key=lambda item: item[1][1], reverse=True)[:15]
-    print_table(
+    report_table(
+        "profile_wordcount",
+        "Word count per-record path: the 15 sluicegate functions with the most own time",
         ("sluicegate function", "calls/record", "own s"),
         [
             (f"{Path(f[0]).parent.name}/{Path(f[0]).name}:{f[2]}", f"{c / records:.2f}", f"{t:.2f}")

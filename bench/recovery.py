@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.processes import ProcessCluster, kafka_bootstrap, log_times
-from bench.table import print_table
+from bench.table import record, report_table
 from operators.contract import Context, Record
 from operators.graph import JobGraph
 from operators.kafka import clients as kafka_clients
@@ -200,13 +200,16 @@ async def bench(bootstrap: str, sizes_mb: list[int], keys_per_record: int) -> No
             started = time.monotonic()
             result = await measure(bootstrap, size_mb, local, keys_per_record)
             rows.append(result.row())
+            record("recovery", "restore", state_mb=result.state_bytes / 1e6, local=local,
+                   seconds=result.first_record_at - result.killed_at)  # fmt: skip
             took = time.monotonic() - started
             print(f"  {size_mb} MB, local copy {'yes' if local else 'no'}: run took {took:.0f}s")
     header = (
         "state MB", "local copy", "kill→assign s", "fetch s", "open s", "→first record s",
         "SIGKILL→first record s", "downloaded MB",
     )  # fmt: skip
-    print_table(header, rows)
+    title = "Recovery: SIGKILL to the first record processed vs state size"
+    report_table("recovery", title, header, rows)
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.table import print_table
+from bench.table import report_table
 from operators.contract import Context, Record
 from operators.graph import JobGraph
 from operators.pipeline import Pipeline
@@ -128,7 +128,8 @@ async def main(sizes: list[int], partitions: int) -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
     header = ["keys", "snapshot", "create s", "restore s", "size MiB"]
-    print_table(header, rows)
+    title = "Savepoint vs full checkpoint: create, restore, size"
+    report_table("savepoint_cost", title, header, rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""``bench/out/report.md`` and PNG plots from the benchmarks' ``results.jsonl``.
+
+    uv run --isolated --no-project --with matplotlib==3.11.2 \\
+        python bench/report.py bench/out [--commit abc1234]
+
+Runs in its own throwaway environment (matplotlib is not a dependency of the project), so it
+imports nothing from the repository and reaches matplotlib only through ``importlib``: mypy of
+the project checks this file without matplotlib installed. Reads the JSON lines the benchmarks
+appended (``bench.table.record``): every ``table`` becomes a markdown table under its title, in
+the order the benchmarks ran; the data points become three plots, each shown under the table
+of its benchmark and skipped when that benchmark did not run:
+
+* ``throughput.png``: word count words/s vs processes, sluicegate and the peers (median of the
+  rounds, bars from the slowest to the fastest round), from ``bench.peers_wordcount``;
+* ``checkpoints.png``: end-to-end and alignment time of each checkpoint over the run, from
+  ``bench.checkpoint_e2e``;
+* ``recovery.png``: SIGKILL to the first record processed vs state size, with and without a
+  local copy, from ``bench.recovery``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def load(path: Path) -> list[Row]:
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        row = json.loads(line)
+        if not isinstance(row, dict) or "bench" not in row or "kind" not in row:
+            raise ValueError(f"{path}:{n}: not a benchmark result: {line[:200]}")
+        rows.append(row)
+    return rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    rule = "|---|" + "".join("---:|" for _ in header[1:])  # names left, numbers right
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def plot_throughput(plt: Any, rows: list[Row], out: Path) -> bool:
+    runs = [r for r in rows if r["bench"] == "peers_wordcount" and r["kind"] == "run"]
+    if not runs:
+        return False
+    by_system: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:  # a series per system and input size (make bench compares two sizes)
+        series = f"{r['system']}, {r['words']:,} words"
+        by_system[series][r["processes"]].append(r["words"] / r["seconds"])
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for system, by_processes in sorted(by_system.items()):
+        xs = sorted(by_processes)
+        mids = [median(by_processes[x]) for x in xs]
+        low = [m - min(by_processes[x]) for m, x in zip(mids, xs, strict=True)]
+        high = [max(by_processes[x]) - m for m, x in zip(mids, xs, strict=True)]
+        axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=system)
+    axes.set(xlabel="processes", ylabel="words/s (to visible read_committed)",
+             title="Word count, exactly-once (median, bars: min-max)",
+             xticks=sorted({r["processes"] for r in runs}))  # fmt: skip
+    axes.set_yscale("log")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "throughput.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
+def plot_checkpoints(plt: Any, rows: list[Row], out: Path) -> bool:
+    points = [r for r in rows if r["bench"] == "checkpoint_e2e" and r["kind"] == "checkpoint"]
+    if not points:
+        return False
+    points.sort(key=lambda r: r["at_s"])
+    figure, axes = plt.subplots(figsize=(7, 4))
+    at = [r["at_s"] for r in points]
+    axes.plot(at, [r["end_to_end_s"] * 1000 for r in points], marker=".", label="end-to-end")
+    axes.plot(at, [r["alignment_s"] * 1000 for r in points], marker=".", label="alignment")
+    axes.set_ylim(bottom=0)
+    axes.set(xlabel="seconds since the input started", ylabel="ms",
+             title=f"Checkpoint duration at {points[0]['rate']:,} records/s")  # fmt: skip
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "checkpoints.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
+def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
+    ticker = importlib.import_module("matplotlib.ticker")
+    points = [r for r in rows if r["bench"] == "recovery" and r["kind"] == "restore"]
+    if not points:
+        return False
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for local in (True, False):
+        mine = sorted((r["state_mb"], r["seconds"]) for r in points if r["local"] == local)
+        label = "local copy (same worker)" if local else "download (new worker)"
+        axes.plot([m for m, _ in mine], [s for _, s in mine], marker="o", label=label)
+    axes.set(xlabel="state MB", ylabel="SIGKILL to first record, s",
+             title="Recovery time vs state size")  # fmt: skip
+    axes.set_xscale("log")
+    axes.set_xticks(sorted({r["state_mb"] for r in points}))
+    axes.xaxis.set_major_formatter(ticker.FormatStrFormatter("%.0f"))
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axes.set_ylim(0, max(r["seconds"] for r in points) * 1.15)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "recovery.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
+PLOTS = {
+    "peers_wordcount": ("throughput.png", plot_throughput),
+    "checkpoint_e2e": ("checkpoints.png", plot_checkpoints),
+    "recovery": ("recovery.png", plot_recovery),
+}
+
+
+def report(out: Path, commit: str) -> Path:
+    rows = load(out / "results.jsonl")
+    matplotlib = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt = importlib.import_module("matplotlib.pyplot")
+    drawn = {bench for bench, (_, draw) in PLOTS.items() if draw(plt, rows, out)}
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"# sluicegate benchmarks\n\n{stamp}, commit {commit}. Made by `make bench` "
+             f"from `results.jsonl`; each script's docstring says what it measures.\n"]  # fmt: skip
+    placed: set[str] = set()
+    tables = [r for r in rows if r["kind"] == "table"]
+    last_of = {r["bench"]: i for i, r in enumerate(tables)}
+    for i, table in enumerate(tables):
+        parts.append(f"## {table['title']}\n\n*bench.{table['bench']}*\n")
+        parts.append(markdown_table(table["header"], table["rows"]) + "\n")
+        parts.extend(note + "\n" for note in table["notes"])
+        if table["bench"] in drawn and last_of[table["bench"]] == i:
+            image = PLOTS[table["bench"]][0]
+            parts.append(f"![{image}]({image})\n")
+            placed.add(table["bench"])
+    for bench in sorted(drawn - placed):
+        image = PLOTS[bench][0]
+        parts.append(f"## bench.{bench}\n\n![{image}]({image})\n")
+    path = out / "report.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="folder holding results.jsonl")
+    parser.add_argument("--commit", default="(unknown)")
+    args = parser.parse_args()
+    path = report(args.out, args.commit)
+    print(f"wrote {path} and its plots")
+
+
+if __name__ == "__main__":
+    main()
