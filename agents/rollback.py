@@ -34,13 +34,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from agents.journal import JournalEntry
 from agents.models.contract import ToolCall
+from agents.rollback_actions import (
+    Block,
+    Compensate,
+    Finish,
+    Notify,
+    RollbackAction,
+    Settle,
+    Skip,
+    alert_key,
+    compensation_key,
+)
 from agents.run import Event, Idle, Transition, emit, with_status
 from agents.state import EffectRecord, PendingApproval, Rollback, RunState, RunStatus
 from agents.tools import Tool
@@ -72,64 +82,6 @@ __all__ = [
 
 ROLLBACK_STOPPED = "rollback_stopped"
 """The reason of a run whose rollback a person stopped (rejected a compensation wait)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    """Ask the journal how ``effect`` (left ``issued``) ended."""
-
-    effect: EffectRecord
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """Nothing to undo: ``effect`` failed, or its call never started."""
-
-    effect: EffectRecord
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class Compensate:
-    """Call ``tool`` with ``arguments`` under ``key`` to undo ``effect``."""
-
-    effect: EffectRecord
-    tool: Tool
-    arguments: dict[str, Any]
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """``effect`` cannot be undone by the rollback (``problem`` says why): alert, wait."""
-
-    effect: EffectRecord
-    problem: str
-
-
-@dataclass(frozen=True, slots=True)
-class Notify:
-    """Call the alert webhook about the effect the run waits on, under ``key``."""
-
-    effect: EffectRecord
-    problem: str
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Every effect is undone."""
-
-
-RollbackAction = Idle | Settle | Skip | Compensate | Block | Notify | Finish
-
-
-def compensation_key(effect_key: str, number: int) -> str:
-    return f"{effect_key}/compensate/{number}"
-
-
-def alert_key(effect_key: str, number: int) -> str:
-    return f"{effect_key}/alert/{number}"
 
 
 def in_rollback(state: RunState) -> bool:
