@@ -10,7 +10,10 @@ A seed comes off a topic, so `check_seed` treats it as hostile: the conversation
 shape a run writes (system, user, then each assistant reply with tool calls followed by one
 tool message per call, in order), hold exactly ``n`` replies, and end at the boundary. No
 approval and no pending call carries over; the parent's effects stay the parent's (the fork's
-effect keys derive from its own run id, so nothing it does can replay or repeat them).
+effect keys derive from its own run id, so nothing it does can replay or repeat them, and a
+rollback of the fork has none of them to undo). The parent's blob ids at the step carry over
+(``blobs``, checked by `check_blobs`: only ids of handles in the seed's messages), so the fork
+resolves the payloads its conversation refers to, within the same scope checks.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from agents.blobs.handle import handle_of_text
 from agents.models.contract import ChatMessage
 from agents.run import Event, Transition, _emit  # the machine's own stamping of events
 from agents.state import Budget, ForkOrigin, RunState, RunUsage
@@ -33,10 +37,12 @@ __all__ = [
     "MessageChange",
     "ToolResultChange",
     "apply_patch",
+    "check_blobs",
     "check_seed",
     "describe_patch",
     "fork_run",
     "parse_patch",
+    "seed_handles",
     "seed_of",
 ]
 
@@ -196,11 +202,14 @@ def fork_run(
     metadata: dict[str, JsonValue],
     now: float,
     note: str | None = None,
+    blobs: Sequence[str] = (),
 ) -> Transition:
-    """The first safe point of a fork: the seed checked (`check_seed`), the run at step
-    ``origin.step`` with the parent's usage so far and ``budget``. Its event carries the whole
-    seed, so the fork's history rebuilds it alone."""
+    """The first safe point of a fork: the seed checked (`check_seed`, `check_blobs`), the run
+    at step ``origin.step`` with the parent's usage so far and ``budget``, resolving the
+    handles ``blobs`` names. Its event carries the whole seed, so the fork's history rebuilds
+    it alone."""
     check_seed(run_id, messages, origin.step)
+    check_blobs(run_id, messages, blobs)
     state = RunState(
         run_id=run_id,
         goal=goal,
@@ -210,6 +219,7 @@ def fork_run(
         usage=usage,
         budget=budget,
         forked_from=origin,
+        blobs=tuple(blobs),
         created_at=now,
         updated_at=now,
     )
@@ -222,8 +232,26 @@ def fork_run(
         "budget": budget.model_dump(mode="json"),
         "forked_from": origin.model_dump(mode="json"),
         "note": note,
+        "blobs": list(blobs),
     }
     return _emit(state, event)
+
+
+def seed_handles(messages: Sequence[ChatMessage]) -> set[str]:
+    """The ids of the handles that are the content of one of ``messages``."""
+    handles = (handle_of_text(m.content) for m in messages)
+    return {h.id for h in handles if h is not None}
+
+
+def check_blobs(run_id: str, messages: Sequence[ChatMessage], blobs: Sequence[str]) -> None:
+    """Raise `ForkSeedError` unless every id of ``blobs`` (once each) is the id of a handle in
+    ``messages``: a fork resolves the parent's handles it holds, and nothing else."""
+    held = seed_handles(messages)
+    strange = [b for b in blobs if not isinstance(b, str) or b not in held]
+    if not strange and len(set(blobs)) != len(blobs):
+        raise ForkSeedError(run_id, "a blob id is named twice")
+    if strange:
+        raise ForkSeedError(run_id, f"blobs {strange[:3]!r} are not handles in the seed's messages")
 
 
 def seed_of(event: dict[str, Any]) -> dict[str, Any]:
@@ -235,4 +263,5 @@ def seed_of(event: dict[str, Any]) -> dict[str, Any]:
         "budget": Budget.model_validate(event["budget"]),
         "metadata": dict(event.get("metadata") or {}),
         "note": event.get("note"),
+        "blobs": tuple(event.get("blobs") or ()),
     }

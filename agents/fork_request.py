@@ -5,7 +5,13 @@
    the run never settled at;
 3. apply the patch (`agents.fork.apply_patch`) and check the seed as the agent will;
 4. for a recorded-only fork, carry the parent's tool calls after that step, so the fork can
-   answer a call the parent made with what it answered then.
+   answer a call the parent made with what it answered then;
+5. carry the parent's blob ids at that step whose handles the (patched) seed still holds, so
+   the fork resolves them.
+
+A run that was rolled back forks from a step up to the (earliest) rollback's ``to_step``
+only: the state there is the history before the rollback, with every effect of it standing.
+A later step's conversation tells of effects the rollback undid, so it is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.exceptions import ForkRefusedError
-from agents.fork import ForkPatch, ForkSeedError, apply_patch, check_seed, describe_patch
+from agents.fork import (
+    ForkPatch,
+    ForkSeedError,
+    apply_patch,
+    check_seed,
+    describe_patch,
+    seed_handles,
+)
 from agents.messages import MAX_FORK_MESSAGES, ForkRun
 from agents.models.contract import ChatMessage
 from agents.replay import replay, settled_at
@@ -48,6 +61,18 @@ def fork_request(
     """
     states = replay(history)
     parent = states[-1].state.run_id if states else "?"
+    undone_after = min(
+        (r.event["to_step"] for r in states if r.event["type"] == "rollback_started"),
+        default=None,
+    )
+    if undone_after is not None and from_step > undone_after:
+        raise ForkRefusedError(
+            parent,
+            from_step,
+            f"the run was rolled back to step {undone_after}: the effects of the steps after "
+            "it were undone, so its conversation there no longer says what happened",
+            f"fork after a step from 0 to {undone_after} (the history before the rollback)",
+        )
     state = settled_at(states, from_step)
     if state is None:
         boundaries = sorted(
@@ -122,4 +147,5 @@ def _command(
         recorded=tuple(recorded),
         by=by,
         note=note,
+        blobs=tuple(b for b in state.blobs if b in seed_handles(messages)),
     )

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -43,6 +43,7 @@ MAX_COMMAND_BYTES = 4 * 1024 * 1024
 MAX_FORK_MESSAGES = 2000
 """The most messages a fork's seed may carry."""
 _RUN_ID = r"^[A-Za-z0-9._:-]+$"
+_BLOB_ID = r"^[0-9a-f]{32}$"
 
 
 class TaskRequest(BaseModel):
@@ -120,6 +121,11 @@ class ForkRun(BaseModel):
     by: str = Field(default="unknown", max_length=200)
     note: str | None = Field(default=None, max_length=2000)
     """What the fork changed (the patch, described), shown in its history."""
+    blobs: tuple[Annotated[str, Field(pattern=_BLOB_ID)], ...] = Field(
+        default=(), max_length=MAX_FORK_MESSAGES
+    )
+    """Ids of the parent's handles (`RunState.blobs`) the seed's messages hold: the fork
+    resolves these (`agents.fork.check_blobs`). Absent in older commands: none."""
 
     def origin(self) -> ForkOrigin:
         return ForkOrigin(

@@ -44,7 +44,7 @@ from prometheus_client import CollectorRegistry
 
 from agents import rollback
 from agents import run as machine
-from agents.blobs.handle import BlobHandle, unavailable_marker
+from agents.blobs.handle import unavailable_marker
 from agents.blobs.references import BlobReferences
 from agents.compensation import Compensator
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
@@ -278,6 +278,7 @@ class AgentOperator(Operator):
             metadata=fork.metadata,
             now=self._clock(),
             note=fork.note,
+            blobs=fork.blobs,
         )
         logger.info(
             "run %s forked from %s after step %d by %s",
@@ -417,12 +418,10 @@ class AgentOperator(Operator):
             self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
             self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
             self._metrics.cost.labels(*labels).inc(usage.cost_usd)
-        step = _timed(machine.after_model(state, response, now), started, outcome.replayed)
-        if refs is not None:
-            step = _with_blob(
-                step, refs.stored_content(state, action.key, response.message.content)
-            )
-        return step
+        handle = refs.stored_content(state, action.key, response.message.content) if refs else None
+        blob = None if handle is None else handle.id
+        step = machine.after_model(state, response, now, blob=blob)
+        return _timed(step, started, outcome.replayed)
 
     async def _call_tool(
         self, state: RunState, action: machine.CallTool, ctx: Context, now: float
@@ -455,14 +454,10 @@ class AgentOperator(Operator):
                 state.run_id, tool.name, action.key, tool.on_unknown.value,
             )  # fmt: skip
             return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
-        step = _timed(
-            machine.after_tool(state, action, outcome.value, outcome.error, now),
-            started,
-            outcome.replayed,
-        )
-        if refs is not None:
-            step = _with_blob(step, refs.stored_result(state, action.key, outcome.value))
-        return step
+        handle = refs.stored_result(state, action.key, outcome.value) if refs else None
+        blob = None if handle is None else handle.id
+        step = machine.after_tool(state, action, outcome.value, outcome.error, now, blob=blob)
+        return _timed(step, started, outcome.replayed)
 
     async def _effect(
         self,
@@ -569,14 +564,6 @@ class AgentOperator(Operator):
             return machine.fail(state, "approval_timeout", now)
         reason = f"no decision within {self.agent.approval_timeout_s} s"
         return machine.decide_approval(state, "", False, "timeout", reason, now)
-
-
-def _with_blob(step: machine.Transition, handle: BlobHandle | None) -> machine.Transition:
-    """``step`` with ``handle`` among the run's own blobs (the ones it resolves)."""
-    if handle is None or handle.id in step.state.blobs:
-        return step
-    blobs = (*step.state.blobs, handle.id)
-    return machine.Transition(step.state.model_copy(update={"blobs": blobs}), step.event)
 
 
 def _timed(step: machine.Transition, started: float, replayed: bool) -> machine.Transition:

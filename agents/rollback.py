@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -63,6 +63,7 @@ __all__ = [
     "Notify",
     "RollbackAction",
     "Settle",
+    "SettledAs",
     "Skip",
     "after_compensation",
     "after_notify",
@@ -76,9 +77,13 @@ __all__ = [
     "next_action",
     "refusal",
     "settle",
+    "settled",
     "skip",
     "start_rollback",
 ]
+
+SettledAs = Literal["issued", "done", "failed", "unknown"]
+"""What the journal says of an effect a rollback settles (`settled`)."""
 
 ROLLBACK_STOPPED = "rollback_stopped"
 """The reason of a run whose rollback a person stopped (rejected a compensation wait)."""
@@ -220,18 +225,30 @@ def settle(
     """Safe point: what the journal holds of the effect. Its ``done`` settles it as ``done``
     or ``failed``; ``issued`` alone makes it ``unknown`` (the call started, its outcome was
     never recorded); neither leaves it ``issued``: the call never started."""
-    effect = action.effect
     if done is not None:
-        status = "failed" if done.error is not None else "done"
-        effect = effect.model_copy(update={"status": status, "result": done.result})
-    elif issued is not None:
+        return settled(
+            state, action, "failed" if done.error is not None else "done", done.result, now
+        )
+    return settled(state, action, "issued" if issued is None else "unknown", None, now)
+
+
+def settled(
+    state: RunState, action: Settle, outcome: SettledAs, result: Any, now: float
+) -> Transition:
+    """`settle` once the journal was read: the effect is ``outcome``, with ``result`` when it
+    is ``done`` or ``failed`` (the event carries both, so a replay rebuilds the effect)."""
+    effect = action.effect
+    if outcome in ("done", "failed"):
+        effect = effect.model_copy(update={"status": outcome, "result": result})
+    elif outcome == "unknown":
         effect = effect.model_copy(update={"status": "unknown"})
     rollback = _rollback(state)
     rollback = rollback.model_copy(update={"settled": (*rollback.settled, effect.key)})
     state = _replace_effect(state, effect).model_copy(
         update={"rollback": rollback, "updated_at": now}
     )
-    return emit(state, {"type": "effect_settled", "key": effect.key, "outcome": effect.status})
+    event: Event = {"type": "effect_settled", "key": effect.key, "outcome": effect.status}
+    return emit(state, event | {"result": effect.result})
 
 
 def skip(state: RunState, action: Skip, now: float) -> Transition:
@@ -250,6 +267,7 @@ def after_compensation(
         "tool": action.tool.name,
         "key": action.key,
         "effect": action.effect.key,
+        "arguments": action.arguments,
     }
     if error is not None:
         problem = f"the compensation {action.tool.name} ({action.key}) failed: {error}"
@@ -264,7 +282,7 @@ def after_compensation(
 def block(state: RunState, action: Block, now: float, *, webhook: bool) -> Transition:
     """Safe point: the rollback waits for a person about ``action.effect``; the alert event
     ``compensation_needed`` carries the effect's tool, key and arguments. ``webhook``: an
-    alert webhook is configured (`Notify` comes next)."""
+    alert webhook is configured (`Notify` comes next; the event says so too)."""
     effect = action.effect
     call = ToolCall(id=effect.call_id, name=effect.tool, arguments=json.dumps(effect.arguments))
     pending = PendingApproval(
@@ -289,6 +307,7 @@ def block(state: RunState, action: Block, now: float, *, webhook: bool) -> Trans
         "effect_status": effect.status,
         "arguments": effect.arguments,
         "problem": action.problem,
+        "webhook": webhook,
     }
     return emit(waiting, event)
 

@@ -231,8 +231,11 @@ def tool_context(state: RunState, action: CallTool) -> ToolContext:
     return ToolContext.of_run(state.run_id, state.step, action.key, state.metadata)
 
 
-def after_model(state: RunState, response: ModelResponse, now: float) -> Transition:
-    """Safe point: the model answered step ``state.step + 1``."""
+def after_model(
+    state: RunState, response: ModelResponse, now: float, *, blob: str | None = None
+) -> Transition:
+    """Safe point: the model answered step ``state.step + 1``. ``blob``: the id of the handle
+    the reply's content was stored under (`agents.blobs`), which joins the run's ``blobs``."""
     message = response.message
     step = state.step + 1
     base = state.model_copy(
@@ -240,6 +243,7 @@ def after_model(state: RunState, response: ModelResponse, now: float) -> Transit
             "step": step,
             "messages": (*state.messages, message),
             "usage": state.usage.add(response.usage),
+            "blobs": _with_blob(state.blobs, blob),
             "updated_at": now,
         }
     )
@@ -253,6 +257,8 @@ def after_model(state: RunState, response: ModelResponse, now: float) -> Transit
         "message": message.model_dump(mode="json"),
         "usage": response.usage.model_dump(mode="json"),
     }
+    if blob is not None:
+        event["blob"] = blob
     if message.tool_calls:
         state = base.model_copy(update={"pending_calls": message.tool_calls, "call_index": 0})
         return _emit(state, event)
@@ -285,10 +291,17 @@ def record_intent(state: RunState, action: RecordIntent, now: float) -> Transiti
 
 
 def after_tool(
-    state: RunState, action: CallTool | ReuseRecorded, result: Any, error: str | None, now: float
+    state: RunState,
+    action: CallTool | ReuseRecorded,
+    result: Any,
+    error: str | None,
+    now: float,
+    *,
+    blob: str | None = None,
 ) -> Transition:
     """Safe point: a tool's result (or its permanent failure) is recorded. The event carries
-    ``result`` and ``error`` as given, so a replay of the events rebuilds the same state."""
+    ``result`` and ``error`` as given, so a replay of the events rebuilds the same state.
+    ``blob``: the id of the handle ``result`` is (`agents.blobs`), which joins ``blobs``."""
     content = f"error: {error}" if error is not None else json.dumps(result, sort_keys=True)
     effects = tuple(
         e.model_copy(update={"status": "failed" if error else "done", "result": result})
@@ -296,7 +309,9 @@ def after_tool(
         else e
         for e in state.effects
     )
-    state = _pop_call(state, action.call, content, now).model_copy(update={"effects": effects})
+    state = _pop_call(state, action.call, content, now).model_copy(
+        update={"effects": effects, "blobs": _with_blob(state.blobs, blob)}
+    )
     event: Event = {
         "type": "tool",
         "tool": action.tool.name,
@@ -308,6 +323,8 @@ def after_tool(
     }
     if isinstance(action, ReuseRecorded):
         event["recorded"] = True
+    if blob is not None:
+        event["blob"] = blob
     return _emit(state, event)
 
 
@@ -322,7 +339,8 @@ def blob_unavailable(
 ) -> Transition:
     """Safe point: a payload stored by reference cannot be read any more (``reason``:
     expired, erased, corrupt, out_of_scope). Every message whose content is the handle text
-    ``content`` holds ``marker`` instead, the handle leaves ``blobs``, and the run goes on."""
+    ``content`` holds ``marker`` instead, the handle leaves ``blobs``, and the run goes on.
+    The event carries ``content`` and ``marker`` too, so a replay rebuilds the messages."""
     messages = tuple(
         m.model_copy(update={"content": marker}) if m.content == content else m
         for m in state.messages
@@ -334,7 +352,8 @@ def blob_unavailable(
             "updated_at": now,
         }
     )
-    return _emit(state, {"type": "blob_unavailable", "blob": blob_id, "reason": reason})
+    event: Event = {"type": "blob_unavailable", "blob": blob_id, "reason": reason}
+    return _emit(state, event | {"content": content, "marker": marker})
 
 
 def ask_approval(state: RunState, action: AskApproval, now: float) -> Transition:
@@ -390,6 +409,10 @@ def fail(state: RunState, reason: str, now: float, *, unknown_key: str | None = 
     if unknown_key is not None:
         event["unknown_key"] = unknown_key
     return _emit(failed, event)
+
+
+def _with_blob(blobs: tuple[str, ...], blob: str | None) -> tuple[str, ...]:
+    return blobs if blob is None or blob in blobs else (*blobs, blob)
 
 
 def _pop_call(state: RunState, call: ToolCall, content: str, now: float) -> RunState:
