@@ -215,6 +215,41 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
         assert compensation["tool"] == "reverse_refund"
         assert compensation["key"] == f"{run}/2/0/compensate/1"
         assert compensation["result"]["status"] == "reversed"
+    await rolled_back_runs_replay(kafka_bootstrap, topics.events)
+
+
+async def rolled_back_runs_replay(bootstrap: str, events_topic: str) -> None:
+    """``runs show`` and ``runs replay`` of the rolled-back runs rebuild them from their
+    committed events (rollback, alert, decision, compensation included); a fork after a step
+    the rollback undid is refused."""
+    flags = ["--agent", "refund-desk", "--events-topic", events_topic]
+    for run in ("r-cli", "r-http"):
+        code, out = await sluicegate(bootstrap, "runs", "show", run, "--json", *flags)
+        assert code == 0, out
+        shown = json.loads(out)
+        assert (shown["status"], shown["reason"]) == ("rolled_back", "rolled back to step 1")
+        assert [(e["tool"], e["undone"]) for e in shown["effects"]] == [
+            ("issue_refund", "compensated"), ("send_email", "by_hand"),
+        ]  # fmt: skip
+        assert (shown["rollback"]["to_step"], shown["rollback"]["notified"]) == (1, True)
+        code, out = await sluicegate(bootstrap, "runs", "replay", run, "--json", *flags)
+        assert code == 0, out
+        replayed = json.loads(out)
+        assert replayed[-1]["state"] == shown
+        types = [r["event"]["type"] for r in replayed]
+        after = types[types.index("rollback_started") :]
+        assert after == ["rollback_started", "compensation_needed", "alert_sent", "approval",
+                         "compensation", "status"], types  # fmt: skip
+    code, out = await sluicegate(bootstrap, "runs", "show", "r-cli", *flags)
+    assert code == 0, out
+    assert "rolled_back (rolled back to step 1)" in out
+    code, out = await sluicegate(bootstrap, "runs", "replay", "r-cli", *flags)
+    assert code == 0, out
+    assert "compensation_needed -> waiting_approval" in out
+    fork = ["runs", "fork", "r-cli", "--topic", "approvals-none", *flags]
+    code, out = await sluicegate(bootstrap, *fork, "--from-step", "2")
+    assert code == 1
+    assert "rolled back to step 1" in out
 
 
 def auth(token: str) -> dict[str, str]:
