@@ -72,11 +72,24 @@ def run_text(state: RunState) -> str:
         rows.append(["forked from", f"{origin.run_id} after step {origin.step}{mode}"])
     if state.answer is not None:
         rows.append(["answer", short(state.answer)])
+    if state.rollback is not None:
+        undo = state.rollback
+        rows.append(["rollback", f"#{undo.number} to step {undo.to_step} by {undo.by}"
+                     f"{f' ({undo.reason})' if undo.reason else ''}"])  # fmt: skip
     if state.pending_approval is not None:
         pending = state.pending_approval
-        rows.append(["waits for", f"approval of {pending.tool} (call {pending.call.id})"])
+        if pending.kind == "compensation":
+            waits = f"a person to undo {pending.tool} {pending.key}: {short(pending.problem, 100)}"
+        else:
+            waits = f"approval of {pending.tool} (call {pending.call.id})"
+        rows.append(["waits for", waits])
     for effect in state.effects:
-        rows.append(["effect", f"step {effect.step} {effect.tool} {effect.status} {effect.key}"])
+        undone = f" undone {effect.undone}" if effect.undone else ""
+        rows.append(
+            ["effect", f"step {effect.step} {effect.tool} {effect.status} {effect.key}{undone}"]
+        )
+    if state.blobs:
+        rows.append(["blobs", ", ".join(state.blobs)])
     return table(None, rows)
 
 
@@ -122,7 +135,40 @@ def _what(event: dict[str, Any]) -> str:
     if kind == "approval":
         verdict = "approved" if event.get("approved") else "rejected"
         reason = f": {event['reason']}" if event.get("reason") else ""
-        return f"{event.get('call_id')} {verdict} by {event.get('by')}{reason}"
+        about = event.get("call_id") or f"undoing {event.get('key')}"
+        return f"{about} {verdict} by {event.get('by')}{reason}"
+    return _rollback_what(event) or _status_what(event)
+
+
+def _rollback_what(event: dict[str, Any]) -> str | None:
+    """The line of a rollback's event or a lost payload's; None for another event."""
+    kind = event.get("type")
+    if kind == "rollback_started":
+        reason = f" ({event['reason']})" if event.get("reason") else ""
+        undo = short(event.get("effects"), 100)
+        return f"to step {event.get('to_step')} by {event.get('by')}{reason}; undo {undo}"
+    if kind == "effect_settled":
+        return f"{event.get('key')} -> {event.get('outcome')}"
+    if kind == "compensation":
+        if "skipped" in event:
+            return f"{event.get('effect')} skipped: {event.get('skipped')}"
+        outcome = (
+            f"error {event['error']}" if event.get("error") else short(event.get("result"), 100)
+        )
+        return f"{event.get('tool')} {event.get('key')} undoing {event.get('effect')} -> {outcome}"
+    if kind == "compensation_needed":
+        return f"{event.get('tool')} {event.get('key')}: {short(event.get('problem', ''), 100)}"
+    if kind == "alert_sent":
+        failed = f" (failed: {event['error']})" if event.get("error") else ""
+        return f"about {event.get('effect')} {event.get('key')}{failed}"
+    if kind == "blob_unavailable":
+        return f"blob {event.get('blob')} {event.get('reason')}"
+    return None
+
+
+def _status_what(event: dict[str, Any]) -> str:
+    if event.get("status") == "rolled_back" and "to_step" in event:
+        return f"rolled_back to step {event.get('to_step')} (asked by {event.get('by')})"
     return f"{event.get('status')}: {event.get('reason')}"
 
 

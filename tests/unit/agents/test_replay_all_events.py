@@ -238,6 +238,15 @@ async def scenario(script: list[Turn], refuse: str, plan: Plan, data: st.DataObj
     assert all(e.key.startswith(f"{FORK}/") for e in forked.effects)
 
 
+async def rolled_back_run() -> tuple[list[dict[str, Any]], RunState]:
+    """Run r1 that held two seats and paid, rolled back to step 0: its events and state."""
+    shop = Shop([[CALLS[0]], [CALLS[1]], [CALLS[2]], "done"])
+    await shop.op.open(FakeOpenContext(shop.world))
+    await shop.send(TOPICS.tasks, TaskRequest(run_id="r1", goal="shop"), "r1")
+    state = await drive(shop, "r1", Plan(rollback_after=99, to_step=0.0))
+    return shop.events("r1"), state
+
+
 async def test_a_rolled_back_run_and_its_fork_replay_event_by_event() -> None:
     """Two holds and a payment, rolled back to step 0: the payment blocks, a person handles
     it, both holds are compensated; then a fork from step 0 (the history before the

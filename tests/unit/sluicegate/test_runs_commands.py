@@ -13,6 +13,7 @@ from sluicegate.cli.main import _parser
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table, short
 from sluicegate.cli.runs import _read_patch
 from tests.unit.agents.test_replay import events_of, finished_run
+from tests.unit.agents.test_replay_all_events import rolled_back_run
 
 
 def test_the_runs_commands_parse() -> None:
@@ -73,3 +74,17 @@ async def test_the_views_show_every_step() -> None:
     assert "r1" in table.splitlines()[1]
     assert runs_table([]) == "no runs"
     assert short("x" * 500, 20) == "x" * 17 + "..."
+
+
+async def test_the_views_show_a_rollback() -> None:
+    events, state = await rolled_back_run()
+    text = history_text(events)
+    assert "rollback_started: to step 0 by ann; undo" in text
+    assert "compensation_needed: pay r1/3/0: pay is irreversible" in text
+    assert "approval: undoing r1/3/0 approved by ann" in text
+    assert "compensation: unhold r1/2/0/compensate/1 undoing r1/2/0 -> released h-2b" in text
+    assert text.splitlines()[-1].endswith("status: rolled_back to step 0 (asked by ann)")
+    shown = run_text(state)
+    assert "#1 to step 0 by ann" in shown
+    assert "undone compensated" in shown
+    assert "undone by_hand" in shown
