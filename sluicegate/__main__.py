@@ -1,7 +1,5 @@
 """``python -m sluicegate``: the same as the ``sluicegate`` command."""
 
-import sys
+from sluicegate.cli.main import console
 
-from sluicegate.cli.main import main
-
-sys.exit(main())
+console()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -39,7 +40,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from coordinator.config import CoordinatorSettings
 from coordinator.httpapi.auth import ApiTokens, is_loopback
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from operators.runtime.loop_health import LoopHealth
     from operators.runtime.worker import Worker
 
-__all__ = ["main"]
+__all__ = ["console", "main"]
 
 logger = logging.getLogger("sluicegate")
 
@@ -85,6 +86,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SluicegateError as exc:
         print(f"sluicegate: {exc}", file=sys.stderr)
         return 1
+
+
+def console() -> NoReturn:
+    """Entry point of the ``sluicegate`` console script and of ``python -m sluicegate``: run
+    `main`, flush what it wrote, and end the process without interpreter finalization.
+
+    obstore runs storage calls on tokio threads, which hand each result back to Python; one may
+    still be doing so just after the command's last await returned. If the interpreter is
+    finalizing by then, CPython ends that thread with ``pthread_exit`` inside Rust code, which
+    aborts the process (SIGABRT, exit 134): about one run in three of ``sluicegate savepoint
+    list`` or ``blobs erase`` did, after printing its result. Every client, file and job is
+    closed by the commands themselves, so nothing is left for finalization to do.
+    """
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse: --help, a usage error
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _parser() -> argparse.ArgumentParser:
