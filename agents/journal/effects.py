@@ -95,6 +95,17 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+async def _all_durable(*writes: Awaitable[None]) -> None:
+    """Await every write, in flight together; once all have settled, raise the first error.
+
+    Writes are started in argument order (a journal hands them to its log in that order).
+    """
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
 async def perform(
     journal: Journal,
     *,
@@ -119,8 +130,10 @@ async def perform(
        unacknowledged ``done`` again, return its outcome, ``replayed=True``; nothing is called.
     3. ``Execute``: write ``issued`` (durably), ``fault("effect.before_call")``, ``call()``,
        ``fault("effect.after_call")``, write ``done``, return. With ``on_unknown=RETRY`` the
-       ``issued`` write runs beside the call and is awaited before ``done``: an effect that
-       may be called again needs no durable trace before it is called.
+       ``issued`` write runs beside the call (an effect that may be called again needs no
+       durable trace before it is called) and ``done`` is sent behind it without waiting for
+       its acknowledgement; both are awaited before the outcome is returned. A quick call's
+       ``issued`` and ``done`` then share one produce request (one round trip, not two).
     4. ``Lookup``: ``lookup()``; found → write ``done`` with the found value and return it
        (``replayed=True``); not found → go on as ``Retry``. A lookup failing for good (not
        with a ``RetryableError``) fails closed with :data:`LOOKUP_FAILED`.
@@ -156,10 +169,19 @@ async def perform(
             }
         )
 
-    async def complete(value: Any, error: str | None, replayed: bool) -> EffectResult:
-        """Write ``done``; return the outcome the journal keeps (the first ``done``)."""
+    async def complete(
+        value: Any, error: str | None, replayed: bool, issuing: Awaitable[None] | None = None
+    ) -> EffectResult:
+        """Write ``done``; return the outcome the journal keeps (the first ``done``).
+
+        ``issuing``, the ``issued`` write started beside the call, is awaited together with
+        the ``done`` write, which begins after it and so lands after it in the partition."""
         written = entry("done", result=value, error=error)
-        await journal.write(written, partition=partition)
+        if issuing is None:
+            await journal.write(written, partition=partition)
+        else:
+            await _all_durable(issuing, journal.write(written, partition=partition))
+            resolution.apply(EffectEvent.ISSUE)
         resolution.apply(EffectEvent.COMPLETE)
         kept = journal.get(key)[1] or written
         if kept != written:
@@ -170,7 +192,7 @@ async def perform(
 
     async def call_and_complete(issuing: Awaitable[None] | None = None) -> EffectResult:
         """Call, then write ``done``; ``issuing``, the ``issued`` write started beside the
-        call, is awaited before ``done`` (and before a retryable error goes up)."""
+        call, is awaited with ``done`` (and before a retryable error goes up)."""
         fault("effect.before_call")
         try:
             value = await call()
@@ -180,16 +202,9 @@ async def perform(
             raise
         except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
             fault("effect.after_call")
-            await issue_written(issuing)
-            return await complete(None, _describe(exc), replayed=False)
+            return await complete(None, _describe(exc), replayed=False, issuing=issuing)
         fault("effect.after_call")
-        await issue_written(issuing)
-        return await complete(value, None, replayed=False)
-
-    async def issue_written(issuing: Awaitable[None] | None) -> None:
-        if issuing is not None:
-            await issuing
-            resolution.apply(EffectEvent.ISSUE)
+        return await complete(value, None, replayed=False, issuing=issuing)
 
     def fail_closed(reason: str) -> EffectUnknown:
         resolution.apply(EffectEvent.FAIL_CLOSED)

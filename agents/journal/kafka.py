@@ -75,6 +75,7 @@ class KafkaJournal:
         self._rebuild_timeout = rebuild_timeout_seconds
         self._index = JournalIndex()
         self._producer: Any = None
+        self._handing_over = asyncio.Lock()  # keeps writes in the order they began
         self.corrupt_records = 0
         """Records skipped at the last rebuild because they did not decode."""
 
@@ -139,6 +140,11 @@ class KafkaJournal:
     async def write(self, entry: JournalEntry, *, partition: int) -> None:
         """Append ``entry`` to ``partition`` and wait until all in-sync replicas have it.
 
+        Writes are handed to the producer in the order they began, so a write begun while
+        another is unacknowledged lands after it in the partition; the producer batches
+        writes in flight together (concurrent runs, a ``done`` behind its ``issued``) into
+        shared produce requests.
+
         A ``done`` for a key whose ``done`` the index holds is not sent: the first stays (in
         a compacted topic the last record of a key would otherwise replace it).
 
@@ -152,12 +158,14 @@ class KafkaJournal:
             logger.debug("journal %s: %s is done already; not written", self._topic, entry.key)
             return
         try:
-            await producer.send_and_wait(
-                self._topic,
-                entry.encode(),
-                key=record_key(entry.key, entry.status),
-                partition=partition,
-            )
+            async with self._handing_over:
+                delivered = await producer.send(
+                    self._topic,
+                    entry.encode(),
+                    key=record_key(entry.key, entry.status),
+                    partition=partition,
+                )
+            await delivered
         except KafkaError as exc:
             self._index.hold(entry)
             raise JournalUnavailableError(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agents.journal import (
     EffectKind,
@@ -177,3 +178,29 @@ async def test_the_first_done_is_kept_when_two_writers_complete_one_effect(
 
     rebuilt: KafkaJournal = await open_journal(topic, [0])
     assert rebuilt.get(first.key)[1] == first
+
+
+async def test_writes_in_flight_together_land_in_the_order_they_began(
+    kafka_bootstrap: str, new_topic: TopicFactory, open_journal: JournalFactory
+) -> None:
+    topic = await new_topic(1, hint="journal", **COMPACT)
+    journal: KafkaJournal = await open_journal(topic, [0])
+    entries = [entry(f"run-{n}", 0, status) for n in range(20) for status in ("issued", "done")]
+    # Every write is in flight at once (an issued with its done, concurrent runs).
+    await asyncio.gather(*(journal.write(e, partition=0) for e in entries))
+    assert journal.entries_by_status() == {"issued": 0, "done": 20}
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
+    try:
+        await consumer.start()
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        keys: list[bytes | None] = []
+        while len(keys) < len(entries):
+            batches = await consumer.getmany(tp, timeout_ms=10_000)
+            assert batches, f"only {len(keys)} of {len(entries)} records read"
+            keys += [record.key for record in batches[tp]]
+    finally:
+        await consumer.stop()
+    assert keys == [record_key(e.key, e.status) for e in entries]

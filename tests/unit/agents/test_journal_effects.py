@@ -303,24 +303,55 @@ async def test_an_effect_that_may_not_be_repeated_is_issued_durably_before_the_c
     assert tool.events[:3] == ["issued sent", "issued durable", "effect.before_call"]
 
 
-async def test_a_retryable_effect_is_called_beside_its_issued_write_done_after_it() -> None:
+async def test_a_retryable_effect_is_called_beside_its_issued_write_done_sent_behind_it() -> None:
     tool = Tool()
     journal = SlowIssue(tool.events)
     performing = asyncio.ensure_future(run(journal, tool, OnUnknown.RETRY))
     await asyncio.sleep(0.01)
-    # Called while issued is unacknowledged; done waits for it.
-    assert sorted(tool.events) == ["call", "effect.after_call", "effect.before_call", "issued sent"]
+    # Called while issued is unacknowledged; done is sent behind it, not after its ack...
+    # (A call that does not yield runs before the issued write's task starts.)
+    assert tool.events == [
+        "effect.before_call", "call", "effect.after_call", "issued sent", "done durable",
+    ]  # fmt: skip
+    # ... and the outcome waits for both.
     assert not performing.done()
     journal.acked.set()
     assert await performing == EffectResult("refunded", None, replayed=False)
-    assert tool.events[-2:] == ["issued durable", "done durable"]
-    assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+    assert tool.events[-1] == "issued durable"
+    issued = entry("issued", request={"order": "o-1"}, written_at=1234.5, attempt=2)
+    done = entry("done", result="refunded", written_at=1234.5, attempt=2)
+    assert journal.get(KEY) == (issued, done)
 
 
-async def test_a_retryable_effect_whose_issued_write_fails_is_retried_later() -> None:
+async def test_a_permanent_failure_beside_an_unacknowledged_issued_waits_for_it() -> None:
+    tool = Tool(outcome=ValueError("card declined"))
+    journal = SlowIssue(tool.events)
+    performing = asyncio.ensure_future(run(journal, tool, OnUnknown.RETRY))
+    await asyncio.sleep(0.01)
+    assert not performing.done()
+    journal.acked.set()
+    assert await performing == EffectResult(None, "ValueError: card declined", replayed=False)
+    assert tool.events[-1] == "issued durable"
+
+
+async def test_a_retryable_effect_whose_issued_write_fails_is_retried_then_replayed() -> None:
     tool = Tool()
     journal = SlowIssue(tool.events, fail_issue=True)
     journal.acked.set()
     with pytest.raises(RetryableError):
         await run(journal, tool, OnUnknown.RETRY)
-    assert journal.get(KEY) == (None, None)  # nothing durable: the next try executes again
+    # Its done was durable all the same: the next try replays it instead of calling again.
+    done = entry("done", result="refunded", written_at=1234.5, attempt=2)
+    assert journal.get(KEY) == (None, done)
+    assert await run(journal, tool, OnUnknown.RETRY) == EffectResult("refunded", None, True)
+    assert tool.events.count("call") == 1
+
+
+async def test_a_retryable_call_failing_retryably_waits_for_its_issued_and_writes_no_done() -> None:
+    tool = Tool(outcome=RetryableError("model overloaded"))
+    journal = SlowIssue(tool.events)
+    journal.acked.set()
+    with pytest.raises(RetryableError):
+        await run(journal, tool, OnUnknown.RETRY)
+    assert tool.events[-1] == "issued durable"
+    assert journal.get(KEY)[1] is None
