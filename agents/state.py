@@ -35,6 +35,9 @@ __all__ = [
 SCHEMA_VERSION: Literal[2] = 2
 """History and upgraders in `agents.state_versions`."""
 
+_CURRENT_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
+"""How `RunState.encode` starts a document: ``schema_version`` is its first field."""
+
 
 class RunStatus(StrEnum):
     RUNNING = "running"
@@ -266,7 +269,12 @@ class RunState(BaseModel):
 
     @classmethod
     def decode(cls, data: bytes) -> RunState:
-        """Read a stored document of any version this code knows (older ones upgraded)."""
+        """Read a stored document of any version this code knows (older ones upgraded).
+
+        A document of the current version as `encode` writes it is parsed and validated in one
+        pass: the run loop decodes its run on every wake-up."""
+        if data.startswith(_CURRENT_PREFIX):
+            return cls.model_validate_json(data)
         doc = json.loads(data)
         if isinstance(doc, dict) and doc.get("schema_version", 1) != SCHEMA_VERSION:
             doc = upgrade_document(doc)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.state import SCHEMA_VERSION, RunState, RunStatus
+from agents.run import start_run
+from agents.state import SCHEMA_VERSION, Budget, RunState, RunStatus
 from agents.state_versions import CURRENT, UPGRADERS, run_state_versions, upgrade_document
 from operators.savepoints import SavepointManifest, decode_rows
 
@@ -60,3 +61,22 @@ def test_a_newer_document_is_refused_with_what_to_do() -> None:
         upgrade_document({"schema_version": CURRENT + 1})
     with pytest.raises(ValueError, match="not a version"):
         upgrade_document({"schema_version": "2"})
+
+
+def test_a_current_document_reads_the_same_through_the_one_pass_path() -> None:
+    state = start_run("run-1", "refund o-1", "be careful", Budget(max_steps=5), 1.0).state
+    state = state.model_copy(update={"scratchpad": {"n": [1, 2.5, None, {"k": "v"}]}})
+    encoded = state.encode()
+    assert encoded.startswith(b'{"schema_version":%d,' % CURRENT)  # the one-pass path is taken
+    assert RunState.decode(encoded) == state
+    assert RunState.decode(encoded) == RunState.model_validate(json.loads(encoded))
+    # The same document with its fields in another order reads the same, the long way.
+    reordered = json.dumps(dict(reversed(list(json.loads(encoded).items())))).encode()
+    assert RunState.decode(reordered) == state
+
+
+def test_a_current_document_that_does_not_validate_is_refused() -> None:
+    state = start_run("run-1", "refund o-1", "be careful", Budget(max_steps=5), 1.0).state
+    broken = state.encode().replace(b'"step":0', b'"step":"zero"')
+    with pytest.raises(ValueError, match="step"):
+        RunState.decode(broken)
