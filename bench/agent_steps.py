@@ -12,9 +12,11 @@ A step is one model call and the tool call it asked for. Measured, in this order
    steps/s = runs x steps / (submit → last result read from the results sink, read_committed),
    and also over the first model call → the last final answer (the engine's own pace, without
    the wait for the checkpoint that publishes the results). Every model and tool call is
-   journaled (``issued`` then ``done``, each awaited with ``acks=all``) in the compacted journal
-   topic; every safe point writes the run to the subtask's RocksDB (pending batch, made durable
-   by the next checkpoint) and its event/result to the exactly-once sinks' write-ahead state.
+   journaled (``issued`` then ``done``, ``acks=all``; these calls may be retried, so ``issued``
+   is sent beside the call and ``done`` behind it, both awaited before the run moves on) in the
+   compacted journal topic; every safe point writes the run to the subtask's RocksDB (pending
+   batch, made durable by the next checkpoint) and its event/result to the exactly-once sinks'
+   write-ahead state.
 2. **Direct, one run at a time** (less noisy): the same run through `agents.run` with the model
    and tool called directly and nothing persisted (``plain``); then an `AgentOperator` driven
    by hand (its ``process`` and ``on_wake``, as a subtask would call them) over a
@@ -32,10 +34,11 @@ What is not comparable:
 
 * LangGraph's checkpoint is a local SQLite transaction per super-step (WAL mode; the pragmas
   are printed: ``synchronous=2`` is FULL, an fsync per commit) of the whole graph state. Ours
-  is four appends per step to a replicated log, each awaited with ``acks=all`` before the call
-  goes on, plus RocksDB. On the development broker (one replica, no fsync: Kafka relies on
-  replication) ``acks=all`` means the leader's page cache; on a real cluster it means every
-  in-sync replica, over the network.
+  is four appends per step to a replicated log with ``acks=all`` (two produce round trips: an
+  ``issued`` and its ``done`` share one), awaited before the run goes on, plus RocksDB. On
+  the development broker (one replica, no fsync: Kafka relies on replication) ``acks=all``
+  means the leader's page cache; on a real cluster it means every in-sync replica, over the
+  network.
 * Our results are exactly-once (published in a Kafka transaction when the checkpoint covering
   them completes: up to one interval later), and a crashed run resumes from its last safe point
   without repeating an effect; LangGraph resumes from its last checkpoint with no record of a
