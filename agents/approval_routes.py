@@ -37,7 +37,7 @@ from agents.messages import ApprovalDecision
 from agents.run_directory import RunDirectory
 from operators.kafka import KafkaLike
 
-__all__ = ["DecisionAccepted", "DecisionBody", "approvals_router"]
+__all__ = ["DecisionAccepted", "DecisionBody", "approvals_router", "error_response"]
 
 
 class DecisionBody(BaseModel):
@@ -85,7 +85,7 @@ def approvals_router(
     ) -> DecisionAccepted | JSONResponse:
         topics = agents.get(agent)
         if topics is None:
-            return _error(
+            return error_response(
                 404, "not_found", f"no agent {agent!r} in this pipeline",
                 f"use one of {sorted(agents)}",
             )  # fmt: skip
@@ -96,7 +96,7 @@ def approvals_router(
             except DecisionRefusedError as exc:
                 return _refused(exc)
             except EventsUnavailableError as exc:
-                return _error(503, "events_unavailable", exc.message, exc.what_to_do)
+                return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
         decision = ApprovalDecision(
             run_id=run_id, approved=approved, call_id=body.call_id, by=by,
             reason=body.reason,
@@ -141,12 +141,13 @@ def approvals_router(
 
 def _refused(exc: DecisionRefusedError) -> JSONResponse:
     if isinstance(exc, UnknownRunError):
-        return _error(404, "unknown_run", exc.message, exc.what_to_do)
+        return error_response(404, "unknown_run", exc.message, exc.what_to_do)
     assert isinstance(exc, RunNotWaitingError)
-    return _error(409, "not_waiting", exc.message, exc.what_to_do)
+    return error_response(409, "not_waiting", exc.message, exc.what_to_do)
 
 
-def _error(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:
+def error_response(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:
+    """The JSON error every agent route answers with: ``{error, message, what_to_do}``."""
     return JSONResponse(
         status_code=status,
         content={"error": error, "message": message, "what_to_do": what_to_do},

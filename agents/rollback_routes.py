@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.approval_routes import error_response
 from agents.client import send_command
 from agents.declaration import AgentTopics
 from agents.exceptions import EventsUnavailableError
@@ -83,27 +84,27 @@ def rollback_router(
     ) -> RollbackAccepted | JSONResponse:
         topics = agents.get(agent)
         if topics is None:
-            return _error(
+            return error_response(
                 404, "not_found", f"no agent {agent!r} in this pipeline",
                 f"use one of {sorted(agents)}",
             )  # fmt: skip
         try:
             command = RollbackRun(run_id=run_id, to_step=body.to_step, by=by, reason=body.reason)
         except ValueError as exc:
-            return _error(422, "invalid_request", str(exc), "check the run id")
+            return error_response(422, "invalid_request", str(exc), "check the run id")
         if not body.force:
             try:
                 seen = await directories[agent].lookup(run_id)
             except EventsUnavailableError as exc:
-                return _error(503, "events_unavailable", exc.message, exc.what_to_do)
+                return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
             if seen is None:
-                return _error(
+                return error_response(
                     404, "unknown_run", f"agent {agent!r} has no run {run_id!r}",
                     "check the run id and the agent; a run shows up about one checkpoint "
                     "interval after its task",
                 )  # fmt: skip
             if seen.status == RunStatus.ROLLING_BACK.value:
-                return _error(
+                return error_response(
                     409, "rolling_back", f"run {run_id!r} is being rolled back already",
                     "wait until it is rolled_back (or waits for you), then roll back further",
                 )  # fmt: skip
@@ -113,10 +114,3 @@ def rollback_router(
         )
 
     return router
-
-
-def _error(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"error": error, "message": message, "what_to_do": what_to_do},
-    )

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.approval_routes import error_response
 from agents.client import request_fork
 from agents.declaration import AgentTopics
 from agents.exceptions import (
@@ -105,7 +106,7 @@ def runs_router(
     def history_of(agent: str) -> RunHistory | JSONResponse:
         history = histories.get(agent)
         if history is None:
-            return _error(404, "not_found", f"no agent {agent!r} in this pipeline",
+            return error_response(404, "not_found", f"no agent {agent!r} in this pipeline",
                           f"use one of {sorted(agents)}")  # fmt: skip
         return history
 
@@ -122,7 +123,7 @@ def runs_router(
         try:
             runs = await history.runs(limit=100_000)
         except EventsUnavailableError as exc:
-            return _error(503, "events_unavailable", exc.message, exc.what_to_do)
+            return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
         chosen = [r for r in runs if status is None or r.status == status.value][:limit]
         return [RunListItem.model_validate(r.to_json()) for r in chosen]
 
@@ -133,11 +134,11 @@ def runs_router(
         try:
             return await history.events(run_id)
         except UnknownRunError as exc:
-            return _error(404, "unknown_run", exc.message, exc.what_to_do)
+            return error_response(404, "unknown_run", exc.message, exc.what_to_do)
         except HistoryError as exc:
-            return _error(409, "history_unreplayable", exc.message, exc.what_to_do)
+            return error_response(409, "history_unreplayable", exc.message, exc.what_to_do)
         except EventsUnavailableError as exc:
-            return _error(503, "events_unavailable", exc.message, exc.what_to_do)
+            return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
 
     @router.get("/agents/{agent}/runs/{run_id}", dependencies=read, response_model=RunState,
                 responses=errors, summary="A run's state, replayed from its events")  # fmt: skip
@@ -148,7 +149,7 @@ def runs_router(
         try:
             return replay(events)[-1].state
         except HistoryError as exc:
-            return _error(409, "history_unreplayable", exc.message, exc.what_to_do)
+            return error_response(409, "history_unreplayable", exc.message, exc.what_to_do)
 
     @router.get("/agents/{agent}/runs/{run_id}/history", dependencies=read,
                 response_model=list[dict[str, Any]], responses=errors,
@@ -172,21 +173,14 @@ def runs_router(
                 recorded_only=body.recorded_only, run_id=body.run_id, by=by,
             )  # fmt: skip
         except UnknownRunError as exc:
-            return _error(404, "unknown_run", exc.message, exc.what_to_do)
+            return error_response(404, "unknown_run", exc.message, exc.what_to_do)
         except (HistoryError, ForkRefusedError) as exc:
-            return _error(409, "fork_refused", exc.message, exc.what_to_do)
+            return error_response(409, "fork_refused", exc.message, exc.what_to_do)
         except EventsUnavailableError as exc:
-            return _error(503, "events_unavailable", exc.message, exc.what_to_do)
+            return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
         return ForkAccepted(
             agent=agent, run_id=fork.run_id, parent_run_id=run_id, from_step=body.from_step,
             recorded_only=body.recorded_only, topic=approvals,
         )  # fmt: skip
 
     return router
-
-
-def _error(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:
-    return JSONResponse(
-        status_code=status,
-        content={"error": error, "message": message, "what_to_do": what_to_do},
-    )

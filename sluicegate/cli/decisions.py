@@ -12,12 +12,15 @@ import argparse
 import asyncio
 import getpass
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from operators.exceptions import ConfigError
 from operators.kafka import KafkaSettings
 
-__all__ = ["add_decision_commands", "who_asks"]
+if TYPE_CHECKING:
+    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
+
+__all__ = ["add_decision_commands", "coordinator_client", "report_api_error", "who_asks"]
 
 
 def add_decision_commands(commands: Any) -> None:
@@ -97,26 +100,40 @@ def _decide(args: argparse.Namespace) -> int:
 def _decide_over_api(args: argparse.Namespace) -> int:
     """``sluicegate approve|reject RUN --url URL``: the coordinator checks the run and writes
     the decision, with the token's name as who decides."""
-    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
-    from sluicegate.cli.commands import api_token
+    from coordinator.httpapi.client import CoordinatorApiError
 
-    if args.by is not None or args.topic is not None or args.events_topic is not None:
-        raise ConfigError(
-            "--url",
-            "the coordinator takes who decides from the token and knows the agent's topics: "
-            "drop --by, --topic and --events-topic",
-        )
-    client = CoordinatorClient(args.url, token=api_token())
+    client = coordinator_client(args, who="who decides")
     try:
         accepted = client.decide(
             args.agent, args.run_id, approved=args.approved, reason=args.reason,
             call_id=args.call_id, force=args.force,
         )  # fmt: skip
     except CoordinatorApiError as exc:
-        print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
-        if exc.what_to_do:
-            print(f"what to do: {exc.what_to_do}", file=sys.stderr)
-        return 1
+        return report_api_error(exc)
     verb = "approved" if args.approved else "rejected"
     print(f"{verb} run {args.run_id} (written to {accepted.get('topic')} by the coordinator)")
     return 0
+
+
+def coordinator_client(args: argparse.Namespace, *, who: str) -> CoordinatorClient:
+    """The client of ``--url`` with ``$SLUICEGATE_API_TOKEN``, for a command about a run; the
+    coordinator takes ``who`` from the token and knows the agent's topics, so ``--by``,
+    ``--topic`` and ``--events-topic`` are refused."""
+    from coordinator.httpapi.client import CoordinatorClient
+    from sluicegate.cli.commands import api_token
+
+    if args.by is not None or args.topic is not None or args.events_topic is not None:
+        raise ConfigError(
+            "--url",
+            f"the coordinator takes {who} from the token and knows the agent's topics: "
+            "drop --by, --topic and --events-topic",
+        )
+    return CoordinatorClient(args.url, token=api_token())
+
+
+def report_api_error(exc: CoordinatorApiError) -> int:
+    """Say on stderr why the coordinator refused, and what to do; the exit code (1)."""
+    print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
+    if exc.what_to_do:
+        print(f"what to do: {exc.what_to_do}", file=sys.stderr)
+    return 1

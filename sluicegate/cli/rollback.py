@@ -19,7 +19,7 @@ from typing import Any
 
 from operators.exceptions import ConfigError
 from operators.kafka import KafkaSettings
-from sluicegate.cli.decisions import who_asks
+from sluicegate.cli.decisions import coordinator_client, report_api_error, who_asks
 
 __all__ = ["add_rollback_command"]
 
@@ -100,25 +100,15 @@ def run_rollback(args: argparse.Namespace) -> int:
 
 
 def _over_api(args: argparse.Namespace) -> int:
-    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
-    from sluicegate.cli.commands import api_token
+    from coordinator.httpapi.client import CoordinatorApiError
 
-    if args.by is not None or args.topic is not None or args.events_topic is not None:
-        raise ConfigError(
-            "--url",
-            "the coordinator takes who asks from the token and knows the agent's topics: "
-            "drop --by, --topic and --events-topic",
-        )
-    client = CoordinatorClient(args.url, token=api_token())
+    client = coordinator_client(args, who="who asks")
     try:
         accepted = client.rollback(
             args.agent, args.run_id, to_step=args.to_step, reason=args.reason, force=args.force
         )
     except CoordinatorApiError as exc:
-        print(f"sluicegate: {exc.message} (HTTP {exc.status} {exc.error})", file=sys.stderr)
-        if exc.what_to_do:
-            print(f"what to do: {exc.what_to_do}", file=sys.stderr)
-        return 1
+        return report_api_error(exc)
     print(
         f"rollback of run {args.run_id} to step {args.to_step} asked by {accepted.get('by')} "
         f"(written to {accepted.get('topic')} by the coordinator)"
