@@ -25,10 +25,11 @@ from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from agents.operator import AgentOperator
 from agents.replay import replay, settled_at
 from agents.state import RunState, RunStatus, run_key
-from agents.tools import ToolContext, ToolKind, tool
+from agents.tools import ToolContext, tool
 from operators.contract import Record
 from operators.storage import open_storage
 from operators.storage.blobs import BlobStore, subject_digest
+from tests.unit.agents.seat_tools import seat_tools
 from tests.unit.agents.test_agent_operator import (
     TOPICS,
     FakeContext,
@@ -51,26 +52,6 @@ class Shop:
         self.calls: list[str] = []
         calls = self.calls
 
-        @tool(kind=ToolKind.REVERSIBLE, compensate="unhold")
-        async def hold(ctx: ToolContext, seat: str) -> dict[str, str]:
-            """Hold a seat."""
-            calls.append(f"hold {seat} as {ctx.idempotency_key}")
-            return {"hold_id": f"h-{seat}"}
-
-        @tool(kind=ToolKind.IRREVERSIBLE)
-        async def unhold(ctx: ToolContext, hold_id: str) -> str:
-            """Release a held seat."""
-            calls.append(f"unhold {hold_id} as {ctx.idempotency_key}")
-            if hold_id == refuse:
-                raise ValueError(f"{hold_id} was sold on")
-            return f"released {hold_id}"
-
-        @tool(kind=ToolKind.IRREVERSIBLE)
-        async def pay(ctx: ToolContext, amount: float) -> str:
-            """Pay."""
-            calls.append(f"pay {amount}")
-            return "paid"
-
         @tool()
         async def fetch(ctx: ToolContext, page: int) -> str:
             """A large page."""
@@ -78,7 +59,7 @@ class Shop:
 
         self.storage = open_storage("memory://")
         blobs = BlobPolicy(threshold_bytes=1024, storage=self.storage)
-        tools = [hold, unhold, pay, fetch]
+        tools = [*seat_tools(calls, refuse), fetch]
         self.agent = Agent("desk", scripted(turns), tools, "Shop.", blobs=blobs)
         self.world = World()
         self.op = AgentOperator(

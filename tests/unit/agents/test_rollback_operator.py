@@ -16,8 +16,8 @@ from agents.journal import InMemoryJournal
 from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from agents.operator import AgentOperator
 from agents.state import RunStatus
-from agents.tools import ToolContext, ToolKind, tool
 from operators.contract import Record
+from tests.unit.agents.seat_tools import seat_tools
 from tests.unit.agents.test_agent_operator import (
     LABELS,
     TOPICS,
@@ -43,27 +43,7 @@ class Booking:
         self.calls: list[str] = []
         calls = self.calls
 
-        @tool(kind=ToolKind.REVERSIBLE, compensate="unhold")
-        async def hold(ctx: ToolContext, seat: str) -> dict[str, str]:
-            """Hold a seat."""
-            calls.append(f"hold {seat}")
-            return {"hold_id": f"h-{seat}"}
-
-        @tool(kind=ToolKind.IRREVERSIBLE)
-        async def unhold(ctx: ToolContext, hold_id: str) -> str:
-            """Release a held seat."""
-            calls.append(f"unhold {hold_id} as {ctx.idempotency_key}")
-            if hold_id == refuse:
-                raise ValueError(f"{hold_id} was sold on")
-            return f"released {hold_id}"
-
-        @tool(kind=ToolKind.IRREVERSIBLE)
-        async def pay(ctx: ToolContext, amount: float) -> str:
-            """Pay."""
-            calls.append(f"pay {amount}")
-            return "paid"
-
-        self.agent = Agent("desk", scripted(turns), [hold, unhold, pay], "Book.", **agent)
+        self.agent = Agent("desk", scripted(turns), seat_tools(calls, refuse), "Book.", **agent)
         self.journal = InMemoryJournal()
         self.registry = CollectorRegistry()
         self.world = World()
