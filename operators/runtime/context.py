@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from operators.contract import Record
 from operators.kafka import KafkaLike
@@ -18,8 +19,9 @@ from operators.storage import Storage
 __all__ = ["Emitted", "OperatorOpenContext", "RecordContext"]
 
 
-@dataclass(frozen=True, slots=True)
-class Emitted:
+class Emitted(NamedTuple):
+    """One record a call emitted (a named tuple: one is built per output record)."""
+
     topic: str
     key: bytes | None
     value: bytes

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
@@ -56,6 +56,11 @@ class Outputs:
             for t in graph.operators[subtask.uid].outputs
             if graph.topics[t].kind is TopicKind.TOPIC
         ]
+        self._targets = {
+            t: (graph.topics[t].partitions, sinks.get(t))
+            for t in graph.operators[subtask.uid].outputs
+        }
+        """output topic -> (its partition count, its sink or None)"""
         self._headers: tuple[int, list[tuple[str, bytes]]] = (-1, [])
         """The headers of the records of the latest interval written."""
         self.records_out = 0
@@ -63,30 +68,27 @@ class Outputs:
 
     async def send(
         self,
-        emitted: Emitted,
+        emitted: Sequence[Emitted],
         interval: int,
         input_partition: int,
         source: Record | None,
-        index: int,
     ) -> None:
-        """Send ``emitted``, the ``index``-th record the processing of ``source`` (None: a
-        wake-up) emitted, as a record of ``interval``."""
-        spec = self._graph.topics[emitted.topic]
-        partition = partition_for(emitted.key, spec.partitions, input_partition=input_partition)
-        self.records_out += 1
-        self._metrics.records_out.inc()
-        sink = self._sinks.get(emitted.topic)
-        if sink is not None:
-            record = SinkRecord(emitted.topic, partition, emitted.key, emitted.value, source, index)
-            await sink.write(record, interval)
-            return
-        if self._headers[0] != interval:  # one list per interval, shared by its records
-            meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
-            self._headers = (interval, encode_headers(meta))
-        headers = self._headers[1]
-        await self._producer.send(
-            emitted.topic, emitted.value, key=emitted.key, partition=partition, headers=headers
-        )
+        """Send, in order, what one call emitted while processing ``source`` (None: a
+        wake-up) read from ``input_partition``, as records of ``interval``."""
+        self.records_out += len(emitted)
+        self._metrics.records_out.inc(len(emitted))
+        for index, (topic, key, value) in enumerate(emitted):
+            partitions, sink = self._targets[topic]
+            partition = partition_for(key, partitions, input_partition=input_partition)
+            if sink is not None:
+                await sink.write(SinkRecord(topic, partition, key, value, source, index), interval)
+                continue
+            if self._headers[0] != interval:  # one list per interval, shared by its records
+                meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
+                self._headers = (interval, encode_headers(meta))
+            await self._producer.send(
+                topic, value, key=key, partition=partition, headers=self._headers[1]
+            )
 
     async def barrier(self, checkpoint_id: int) -> None:
         """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks)."""

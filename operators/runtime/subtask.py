@@ -55,7 +55,6 @@ from operators.kafka import clients as kafka_clients
 from operators.metrics import FetchedPositions, SubtaskMetrics
 from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
 from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.exceptions import MalformedHeadersError
 from operators.protocol.messages import (
     CheckpointAborted,
     CheckpointAck,
@@ -65,11 +64,8 @@ from operators.protocol.messages import (
     StopSubtasks,
     TriggerCheckpoint,
 )
-from operators.protocol.records import (
-    SOURCE_WRITER,
-    HeaderDecoder,
-)
-from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
+from operators.protocol.records import SOURCE_WRITER
+from operators.protocol.restore_filter import Fenced, RestoreFilter
 from operators.runtime.closing import close_quietly
 from operators.runtime.context import OperatorOpenContext, RecordContext
 from operators.runtime.control import ControlLink
@@ -79,6 +75,7 @@ from operators.runtime.exceptions import (
     SubtaskFencedError,
 )
 from operators.runtime.executor import KeyedExecutor
+from operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from operators.runtime.outputs import Outputs
 from operators.runtime.sinks import Sink, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
@@ -150,9 +147,14 @@ class Subtask:
         self._snapshots = SnapshotStore(
             storage, uploaded=sst_checksums(restore.handle) if restore else None
         )
-        restored_id = restore.checkpoint_id if restore else 0
-        self._filter = RestoreFilter(
-            attempt, restored_checkpoint_id=restore.checkpoint_id if restore else None
+        restored = restore.checkpoint_id if restore else None
+        restored_id = restored or 0
+        sources = {t.name for t in graph.sources()}
+        self._inputs = Inputs(
+            graph.name,
+            graph.channels(subtask),
+            [p for p in graph.input_partitions(subtask) if p.topic in sources],
+            RestoreFilter(attempt, restored_checkpoint_id=restored),
         )
         self._aligner: BarrierAligner[Incoming] = BarrierAligner(
             graph.channels(subtask),
@@ -169,12 +171,8 @@ class Subtask:
         self._wakes = WakeQueue()
         self._align_started: float | None = None
         self._upload: asyncio.Task[None] | None = None
-        self._source_next: dict[TopicPartition, int] = {}
-        """Per source partition, the offset of the next record to read (``R_p`` if a trigger
-        arrived now)."""
         self._store: RocksDBStateStore | None = None
         self._states: dict[tuple[str, int], PartitionState] = {}  # handles of ``_store``
-        self._decode_headers = HeaderDecoder()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
@@ -287,8 +285,9 @@ class Subtask:
             else:
                 await self._consumer.seek_to_beginning(tp)
             if self.graph.topics[p.topic].kind is TopicKind.SOURCE:
-                self._source_next[p] = await self._consumer.position(tp)
-                self._lag.seen(p.topic, p.partition, self._source_next[p])
+                position = await self._consumer.position(tp)
+                self._inputs.source_next[p] = position
+                self._lag.seen(p.topic, p.partition, position)
 
     async def _close(self) -> None:
         """Release everything, whatever fails on the way: the state store above all, whose
@@ -347,6 +346,8 @@ class Subtask:
                 self._lag.seen(tp.topic, tp.partition, fetched[-1].offset + 1)
         await self._metrics.on_fetch(self._lag, self._aligner.buffered)
         for records in batches.values():
+            self.records_in += len(records)
+            self._metrics.records_in.inc(len(records))
             for n, record in enumerate(records, start=1):
                 await self._on_record(record)
                 if n % _YIELD_EVERY == 0:
@@ -356,48 +357,29 @@ class Subtask:
         self._executor.raise_failure()
 
     async def _on_record(self, record: Incoming) -> None:
-        self.records_in += 1
-        self._metrics.records_in.inc()
-        partition = TopicPartition(record.topic, record.partition)
-        if partition in self._source_next:
-            # A source record is user data, whatever its headers say (sg-* ones included):
-            # its barriers are taken here, at the read position, when a trigger arrives.
-            self._source_next[partition] = record.offset + 1
-            meta = None
-        else:
-            try:
-                meta = self._decode_headers(record.headers)
-            except MalformedHeadersError as exc:
-                await self._dead_letter(record, exc)
+        what = self._inputs.classify(record)
+        if type(what) is Channel:
+            if self._aligner.aligning is None:  # no barrier to align: the common case
+                await self._process(record)
                 return
-            if meta is not None and meta.pipeline not in (None, self.graph.name):
-                reason = f"written by pipeline {meta.pipeline!r}, not {self.graph.name!r}"
-                await self._dead_letter(record, ValueError(reason))
+            action = self._aligner.on_record(what, record)
+            if isinstance(action, Buffered):
                 return
-        decision = self._filter.decide(meta)
-        if isinstance(decision, Fenced):
-            raise SubtaskFencedError(self.name, self.attempt, decision.newer_attempt)
-        if isinstance(decision, Skip):
-            return
-        channel = Channel(partition, meta.writer if meta else SOURCE_WRITER)
-        if channel not in self._aligner.channels:
-            await self._dead_letter(record, ValueError(f"unknown writer {channel.writer!r}"))
-            return
-        if meta is not None and meta.checkpoint_id is not None:
-            await self._on_barrier(channel, meta.checkpoint_id, record.offset)
-            return
-        action = self._aligner.on_record(channel, record)
-        if isinstance(action, Buffered):
-            return
-        if isinstance(action, Decline):
-            await self._decline(action)
-            return
-        await self._process(record)
+            if isinstance(action, Decline):
+                await self._decline(action)
+                return
+            await self._process(record)
+        elif isinstance(what, BarrierAt):
+            await self._on_barrier(what.channel, what.checkpoint_id, what.offset)
+        elif isinstance(what, Rejected):
+            await self._dead_letter(record, what.reason)
+        elif isinstance(what, Fenced):
+            raise SubtaskFencedError(self.name, self.attempt, what.newer_attempt)
 
     async def _on_trigger(self, checkpoint_id: int) -> None:
         """Barrier ``checkpoint_id`` arrives on every source channel, right before the next
         record this subtask would read there: ``R_p`` is that record's offset."""
-        for partition, position in sorted(self._source_next.items()):
+        for partition, position in sorted(self._inputs.source_next.items()):
             await self._on_barrier(Channel(partition, SOURCE_WRITER), checkpoint_id, position)
 
     async def _on_barrier(self, channel: Channel, checkpoint_id: int, offset: int) -> None:
@@ -429,15 +411,14 @@ class Subtask:
 
     async def _process(self, incoming: Incoming) -> None:
         assert self._store is not None
+        value = incoming.value if incoming.value is not None else b""
         record = Record(
-            topic=incoming.topic,
-            partition=incoming.partition,
-            offset=incoming.offset,
-            key=incoming.key,
-            value=incoming.value if incoming.value is not None else b"",
-            timestamp_ms=incoming.timestamp,
+            incoming.topic, incoming.partition, incoming.offset, incoming.key, value,
+            incoming.timestamp,
+        )  # fmt: skip
+        ctx = RecordContext(
+            incoming.topic, incoming.partition, record, self._state_of, time.monotonic
         )
-        ctx = self._context(record.topic, record.partition, record)
         if self._is_async:
             await self._executor.submit(record.key, lambda: self._call(incoming, record, ctx))
         else:
@@ -458,9 +439,6 @@ class Subtask:
             _schedule=self.schedule_wake,
             _clock=time.monotonic,
         )
-
-    def _context(self, topic: str, partition: int, record: Record | None) -> RecordContext:
-        return RecordContext(topic, partition, record, self._state_of, time.monotonic)
 
     def _state_of(self, topic: str, partition: int) -> PartitionState:
         if (state := self._states.get((topic, partition))) is None:
@@ -484,8 +462,8 @@ class Subtask:
 
     async def _finish(self, ctx: RecordContext, source: Record | None) -> None:
         assert self._outputs is not None
-        for index, emitted in enumerate(ctx.emitted):
-            await self._outputs.send(emitted, self.interval, ctx.partition, source, index)
+        if ctx.emitted:
+            await self._outputs.send(ctx.emitted, self.interval, ctx.partition, source)
         for wake in ctx.wakes:
             self.schedule_wake(wake)
 
@@ -511,7 +489,7 @@ class Subtask:
 
     async def _wake(self, wake: WakeUp) -> None:
         """Run one wake-up; an exception here is the operator's bug and fails the subtask."""
-        ctx = self._context(wake.topic, wake.partition, None)
+        ctx = RecordContext(wake.topic, wake.partition, None, self._state_of, time.monotonic)
         result = self._operator.on_wake(wake.key, ctx)
         if isinstance(result, Awaitable):
             await result

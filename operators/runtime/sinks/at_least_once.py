@@ -64,7 +64,7 @@ class AtLeastOnceSink(Sink):
         """Nothing to take up: what was sent is in Kafka, what was not is replayed."""
 
     async def write(self, record: SinkRecord, interval: int) -> None:
-        rid = record_id(self._operator, record.source, record.index, record.key, record.value)
+        rid = record_id(self._operator, record.source, record.emit_index, record.key, record.value)
         await self._producer.send(
             record.topic,
             record.value,

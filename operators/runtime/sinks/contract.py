@@ -39,16 +39,16 @@ written again; an at-least-once sink sends them again with the same ids.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from operators.contract import Record
 
 __all__ = ["Sink", "SinkRecord"]
 
 
-@dataclass(frozen=True, slots=True)
-class SinkRecord:
-    """One record the operator emitted to a sink topic, with the partition already chosen."""
+class SinkRecord(NamedTuple):
+    """One record the operator emitted to a sink topic, with the partition already chosen (a
+    named tuple: one is built per output record)."""
 
     topic: str
     partition: int
@@ -56,7 +56,7 @@ class SinkRecord:
     value: bytes
     source: Record | None
     """The input record whose processing emitted it; None for a wake-up."""
-    index: int
+    emit_index: int
     """Its position among the records that call emitted (to any topic)."""
 
 

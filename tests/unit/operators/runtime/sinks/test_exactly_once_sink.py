@@ -20,7 +20,7 @@ def sink_over(state: MemoryState, published: int = 0) -> tuple[ExactlyOnceSink, 
 
 
 def out(value: bytes, topic: str = "out", partition: int = 0) -> SinkRecord:
-    return SinkRecord(topic, partition, b"k", value, source=None, index=0)
+    return SinkRecord(topic, partition, b"k", value, source=None, emit_index=0)
 
 
 async def test_outputs_are_published_when_their_checkpoint_completes() -> None:
