@@ -2,9 +2,11 @@
 
 * an emitted record bound for a sink topic goes to that topic's `Sink` (which decides, by its
   guarantee, when the outside world sees it); any other goes through the subtask's idempotent
-  producer, stamped with the writer's attempt, interval and pipeline;
+  producer, stamped with the writer's attempt, interval and pipeline, gathered in one batch
+  per partition (`PartitionBatches`) until the subtask ships them (`Outputs.ship`);
 * barrier ``n`` goes to every partition of every output topic between operators (sinks get no
-  markers), through the same producer, so per partition records and markers keep their order;
+  markers), through the same batches, then everything is shipped: per partition records and
+  markers keep their order;
 * an input record whose processing failed goes to the pipeline's dead-letter topic with its
   reason (logged bounded: an error's text may hold the whole value).
 """
@@ -20,6 +22,7 @@ from operators.contract import Record
 from operators.graph import JobGraph, SubtaskId
 from operators.metrics import SubtaskInstruments
 from operators.protocol.records import RecordKind, RecordMeta, encode_headers
+from operators.runtime.batches import PartitionBatches
 from operators.runtime.bounded import error_text
 from operators.runtime.context import Emitted
 from operators.runtime.deadletters import dead_letter_headers
@@ -49,6 +52,7 @@ class Outputs:
         self._graph, self._id, self._attempt = graph, subtask, attempt
         self._name = str(subtask)
         self._producer = producer
+        self._batches = PartitionBatches(producer)
         self._sinks = sinks
         self._metrics = metrics
         self._topics = [
@@ -86,9 +90,7 @@ class Outputs:
             if self._headers[0] != interval:  # one list per interval, shared by its records
                 meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
                 self._headers = (interval, encode_headers(meta))
-            await self._producer.send(
-                topic, value, key=key, partition=partition, headers=self._headers[1]
-            )
+            await self._batches.add(topic, partition, key, value, self._headers[1])
 
     async def barrier(self, checkpoint_id: int) -> None:
         """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks)."""
@@ -97,7 +99,12 @@ class Outputs:
         headers = encode_headers(meta)
         for spec in self._topics:
             for p in range(spec.partitions):
-                await self._producer.send(spec.name, b"", partition=p, headers=headers)
+                await self._batches.add(spec.name, p, None, b"", headers)
+        await self._batches.ship()
+
+    async def ship(self) -> None:
+        """Hand the records gathered for topics between operators to the producer."""
+        await self._batches.ship()
 
     async def dead_letter(self, incoming: ConsumerRecord[bytes, bytes], error: Exception) -> None:
         """Send ``incoming`` to the dead-letter topic with why its processing failed."""
@@ -118,4 +125,5 @@ class Outputs:
 
     async def flush(self) -> None:
         """Every record and marker sent so far is in Kafka."""
+        await self._batches.ship()
         await self._producer.flush()

@@ -330,6 +330,7 @@ class Subtask:
 
     async def _fetch_once(self) -> None:
         assert self._consumer is not None
+        assert self._outputs is not None
         if self._upload is not None and self._upload.done():
             self._upload.result()  # an upload failure fails the subtask
         batches = await self._consumer.getmany(
@@ -354,6 +355,7 @@ class Subtask:
                     # A sync process function never awaits: let heartbeats and control run.
                     await asyncio.sleep(0)
         await self._run_due_wakes()
+        await self._outputs.ship()
         self._executor.raise_failure()
 
     async def _on_record(self, record: Incoming) -> None:
@@ -464,6 +466,8 @@ class Subtask:
         assert self._outputs is not None
         if ctx.emitted:
             await self._outputs.send(ctx.emitted, self.interval, ctx.partition, source)
+            if self._is_async:  # a call in the executor: do not wait for the fetch cycle
+                await self._outputs.ship()
         for wake in ctx.wakes:
             self.schedule_wake(wake)
 
