@@ -68,6 +68,7 @@ class Outputs:
         self._headers: tuple[int, list[tuple[str, bytes]]] = (-1, [])
         """The headers of the records of the latest interval written."""
         self.records_out = 0
+        self._records_out_reported = 0
         self.dead_letters = 0
 
     async def send(
@@ -79,8 +80,7 @@ class Outputs:
     ) -> None:
         """Send, in order, what one call emitted while processing ``source`` (None: a
         wake-up) read from ``input_partition``, as records of ``interval``."""
-        self.records_out += len(emitted)
-        self._metrics.records_out.inc(len(emitted))
+        self.records_out += len(emitted)  # the metric follows in `ship`, once per cycle
         for index, (topic, key, value) in enumerate(emitted):
             partitions, sink = self._targets[topic]
             partition = partition_for(key, partitions, input_partition=input_partition)
@@ -103,8 +103,12 @@ class Outputs:
         await self._batches.ship()
 
     async def ship(self) -> None:
-        """Hand the records gathered for topics between operators to the producer."""
+        """Hand the records gathered for topics between operators to the producer; count the
+        records emitted since the last time in ``sluicegate_records_out_total``."""
         await self._batches.ship()
+        if self.records_out != self._records_out_reported:
+            self._metrics.records_out.inc(self.records_out - self._records_out_reported)
+            self._records_out_reported = self.records_out
 
     async def dead_letter(self, incoming: ConsumerRecord[bytes, bytes], error: Exception) -> None:
         """Send ``incoming`` to the dead-letter topic with why its processing failed."""

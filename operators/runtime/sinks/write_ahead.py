@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from operators.state.store import PartitionState
 
@@ -26,9 +27,13 @@ SinkOutput = tuple[str, int, bytes | None, bytes]
 
 def encode_output(topic: str, partition: int, key: bytes | None, value: bytes) -> bytes:
     """The stored form of one sink output."""
-    name = topic.encode()
-    head = _HEAD.pack(_FORMAT, len(name), partition, -1 if key is None else len(key))
-    return head + name + (key or b"") + value
+    name = _encoded(topic)
+    head = _pack_head(_FORMAT, len(name), partition, -1 if key is None else len(key))
+    return b"".join((head, name, key or b"", value))
+
+
+_pack_head = _HEAD.pack
+_encoded = lru_cache(maxsize=256)(str.encode)  # a subtask writes a few sink topics
 
 
 def decode_output(data: bytes) -> SinkOutput:
@@ -45,7 +50,10 @@ def decode_output(data: bytes) -> SinkOutput:
 
 
 def _wal_key(interval: int, seq: int) -> bytes:
-    return _WAL + struct.pack(">QQ", interval, seq)
+    return _WAL + _pack_position(interval, seq)
+
+
+_pack_position = struct.Struct(">QQ").pack
 
 
 def _interval_of(key: bytes) -> int:
