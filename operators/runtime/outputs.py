@@ -46,13 +46,15 @@ class Outputs:
         *,
         attempt: int,
         producer: AIOKafkaProducer,
+        batches: PartitionBatches,
         sinks: Mapping[str, Sink],
         metrics: SubtaskInstruments,
     ) -> None:
+        """``batches`` gathers what ``producer`` sends (the at-least-once sink's records too)."""
         self._graph, self._id, self._attempt = graph, subtask, attempt
         self._name = str(subtask)
         self._producer = producer
-        self._batches = PartitionBatches(producer)
+        self._batches = batches
         self._sinks = sinks
         self._metrics = metrics
         self._topics = [
@@ -71,7 +73,7 @@ class Outputs:
         self._records_out_reported = 0
         self.dead_letters = 0
 
-    async def send(
+    def send(
         self,
         emitted: Sequence[Emitted],
         interval: int,
@@ -85,12 +87,12 @@ class Outputs:
             partitions, sink = self._targets[topic]
             partition = partition_for(key, partitions, input_partition=input_partition)
             if sink is not None:
-                await sink.write(SinkRecord(topic, partition, key, value, source, index), interval)
+                sink.write(SinkRecord(topic, partition, key, value, source, index), interval)
                 continue
             if self._headers[0] != interval:  # one list per interval, shared by its records
                 meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
                 self._headers = (interval, encode_headers(meta))
-            await self._batches.add(topic, partition, key, value, self._headers[1])
+            self._batches.add(topic, partition, key, value, self._headers[1])
 
     async def barrier(self, checkpoint_id: int) -> None:
         """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks)."""
@@ -99,7 +101,7 @@ class Outputs:
         headers = encode_headers(meta)
         for spec in self._topics:
             for p in range(spec.partitions):
-                await self._batches.add(spec.name, p, None, b"", headers)
+                self._batches.add(spec.name, p, None, b"", headers)
         await self._batches.ship()
 
     async def ship(self) -> None:

@@ -13,15 +13,17 @@ aligning barriers, snapshotting, and writing its outputs.
 4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
 5. loop: handle control messages (``trigger``: barrier n on every source channel at the read
-   position; ``completed``, ``aborted``, ``stop``), fetch records, pass each through the
-   `RestoreFilter` (records of the job's own topics; a source record's headers are user data)
-   and the `BarrierAligner` to processing, then run the wake-ups that are due; ``stop`` ends
-   the loop (the job is stopping) and `run` returns.
+   position; ``completed``, ``aborted``, ``stop``), fetch records, classify each (`Inputs`:
+   source data, or records of the job's own topics through the `RestoreFilter`) and pass it
+   through the `BarrierAligner` to processing (`OperatorCalls`: a synchronous process
+   function is called directly when no barrier is being aligned), run the wake-ups that are
+   due, then ship the outputs gathered; ``stop`` ends the loop (the job is stopping) and `run`
+   returns.
 
 Emitted records, barrier markers and dead letters go out through `Outputs`
 (`operators.runtime.outputs`): to a sink topic's `Sink`, or through the producer stamped with
-the writer's attempt, interval and pipeline. On ``completed(n)`` the sinks hear of it first
-(`Sink.on_completed`), then the operator.
+the writer's attempt, interval and pipeline, in one batch per partition until shipped. On
+``completed(n)`` the sinks hear of it first (`Sink.on_completed`), then the operator.
 
 On barrier alignment (`_snapshot`): drain the calls in flight; tell the operator and the sinks
 (`on_snapshot`); take the local RocksDB checkpoint (write batch flushed, hard links); bump the
@@ -34,12 +36,9 @@ with the state handle and ``R_p``.
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import logging
 import shutil
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
@@ -48,7 +47,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTopicPartition
 from prometheus_client import CollectorRegistry
 
-from operators.contract import FunctionOperator, Record
 from operators.graph import JobGraph, SubtaskId
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
@@ -66,20 +64,21 @@ from operators.protocol.messages import (
 )
 from operators.protocol.records import SOURCE_WRITER
 from operators.protocol.restore_filter import Fenced, RestoreFilter
+from operators.runtime.batches import PartitionBatches
+from operators.runtime.calls import OperatorCalls
 from operators.runtime.closing import close_quietly
-from operators.runtime.context import OperatorOpenContext, RecordContext
+from operators.runtime.context import OperatorOpenContext
 from operators.runtime.control import ControlLink
 from operators.runtime.exceptions import (
     CorruptCheckpointError,
     SinkProgressError,
     SubtaskFencedError,
 )
-from operators.runtime.executor import KeyedExecutor
 from operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from operators.runtime.outputs import Outputs
 from operators.runtime.sinks import Sink, build_sinks
 from operators.runtime.state_transfer import SnapshotStore, sst_checksums
-from operators.runtime.wakes import WakeQueue, WakeUp, poll_timeout_ms
+from operators.runtime.wakes import poll_timeout_ms
 from operators.specs import TopicKind
 from operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
 from operators.state.rocksdb import RocksDBStateStore
@@ -99,6 +98,7 @@ logger = logging.getLogger(__name__)
 _YIELD_EVERY = 100
 
 Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
+Classified: TypeAlias = Channel | BarrierAt | Rejected | Fenced | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,17 +162,17 @@ class Subtask:
             last_checkpoint_id=restored_id,
         )
         self.interval = next_checkpoint_id or restored_id + 1
-        self._executor = KeyedExecutor(self._settings.max_in_flight)
         self._operator = self._spec.factory()
-        op = self._operator
-        self._process_call = op.function if isinstance(op, FunctionOperator) else op.process
-        self._is_async = inspect.iscoroutinefunction(self._process_call)
         self._owned = set(graph.input_partitions(subtask))
-        self._wakes = WakeQueue()
         self._align_started: float | None = None
         self._upload: asyncio.Task[None] | None = None
         self._store: RocksDBStateStore | None = None
         self._states: dict[tuple[str, int], PartitionState] = {}  # handles of ``_store``
+        self._calls = OperatorCalls(
+            self.name, self._operator, uid=subtask.uid, outputs_allowed=set(self._spec.outputs),
+            owned=self._owned, states=self._state_of, interval=lambda: self.interval,
+            dead_letter=self._dead_letter, max_in_flight=self._settings.max_in_flight,
+        )  # fmt: skip
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
@@ -204,7 +204,7 @@ class Subtask:
         tool call in flight then journals its outcome instead of being cut off and called again
         by the next attempt. The caller cancels the subtask afterwards; nothing it does from
         now on is part of any checkpoint."""
-        left = await self._executor.retire(timeout_s)
+        left = await self._calls.executor.retire(timeout_s)
         if left:
             logger.warning(
                 "%s: %s calls still running after %.0f s are cancelled", self.name, left, timeout_s
@@ -247,16 +247,17 @@ class Subtask:
             self._bootstrap, enable_idempotence=True, linger_ms=5
         )
         await self._producer.start()
+        batches = PartitionBatches(self._producer)
         self._sinks = build_sinks(
             self.graph,
             self.id,
             bootstrap=self._bootstrap,
-            producer=self._producer,
+            appender=batches,
             metadata=self._store.metadata(),
         )
-        self._outputs = Outputs(
+        self._outputs = self._calls.outputs = Outputs(
             self.graph, self.id, attempt=self.attempt, producer=self._producer,
-            sinks=self._sinks, metrics=self._metrics,
+            batches=batches, sinks=self._sinks, metrics=self._metrics,
         )  # fmt: skip
         restored = self._restore.checkpoint_id if self._restore else None
         for sink in self._each_sink():
@@ -293,7 +294,7 @@ class Subtask:
         """Release everything, whatever fails on the way: the state store above all, whose
         lock would stop the next attempt's subtask in this worker from opening it."""
         try:
-            await self._executor.cancel()
+            await self._calls.executor.cancel()
             await close_quietly(self.name, "operator", self._operator.close())
             if self._upload is not None and not self._upload.done():
                 self._upload.cancel()
@@ -336,8 +337,8 @@ class Subtask:
         batches = await self._consumer.getmany(
             timeout_ms=poll_timeout_ms(
                 self._settings.fetch_timeout_ms,
-                busy=self._executor.in_flight > 0,
-                next_wake=self._wakes.next_due(),
+                busy=self._calls.executor.in_flight > 0,
+                next_wake=self._calls.wakes.next_due(),
                 now=time.monotonic(),
             ),
             max_records=self._settings.fetch_max_records,
@@ -350,19 +351,25 @@ class Subtask:
             self.records_in += len(records)
             self._metrics.records_in.inc(len(records))
             for n, record in enumerate(records, start=1):
-                await self._on_record(record)
+                what = self._inputs.classify(record)
+                if self._calls.direct and type(what) is Channel and self._aligner.aligning is None:
+                    # The common case, without a coroutine: a synchronous process function,
+                    # a data record, no barrier being aligned.
+                    if (failure := self._calls.call_now(record)) is not None:
+                        await self._dead_letter(record, failure)
+                else:
+                    await self._on_record(record, what)
                 if n % _YIELD_EVERY == 0:
                     # A sync process function never awaits: let heartbeats and control run.
                     await asyncio.sleep(0)
-        await self._run_due_wakes()
+        await self._calls.run_due_wakes()
         await self._outputs.ship()
-        self._executor.raise_failure()
+        self._calls.executor.raise_failure()
 
-    async def _on_record(self, record: Incoming) -> None:
-        what = self._inputs.classify(record)
+    async def _on_record(self, record: Incoming, what: Classified) -> None:
         if type(what) is Channel:
             if self._aligner.aligning is None:  # no barrier to align: the common case
-                await self._process(record)
+                await self._calls.process(record)
                 return
             action = self._aligner.on_record(what, record)
             if isinstance(action, Buffered):
@@ -370,7 +377,7 @@ class Subtask:
             if isinstance(action, Decline):
                 await self._decline(action)
                 return
-            await self._process(record)
+            await self._calls.process(record)
         elif isinstance(what, BarrierAt):
             await self._on_barrier(what.channel, what.checkpoint_id, what.offset)
         elif isinstance(what, Rejected):
@@ -407,24 +414,9 @@ class Subtask:
 
     async def _process_released(self) -> None:
         for record in self._aligner.release():
-            await self._process(record)
+            await self._calls.process(record)
 
     # -- processing -----------------------------------------------------------------------
-
-    async def _process(self, incoming: Incoming) -> None:
-        assert self._store is not None
-        value = incoming.value if incoming.value is not None else b""
-        record = Record(
-            incoming.topic, incoming.partition, incoming.offset, incoming.key, value,
-            incoming.timestamp,
-        )  # fmt: skip
-        ctx = RecordContext(
-            incoming.topic, incoming.partition, record, self._state_of, time.monotonic
-        )
-        if self._is_async:
-            await self._executor.submit(record.key, lambda: self._call(incoming, record, ctx))
-        else:
-            await self._call(incoming, record, ctx)
 
     def _open_context(self) -> OperatorOpenContext:
         owned = self._spec.owned_topics
@@ -438,7 +430,7 @@ class Subtask:
             },
             storage=self._storage,
             _states=self._state_of,
-            _schedule=self.schedule_wake,
+            _schedule=self._calls.schedule_wake,
             _clock=time.monotonic,
         )
 
@@ -449,56 +441,6 @@ class Subtask:
                 raise ValueError(f"{self.name} does not read {topic}[{partition}]")
             state = self._states[topic, partition] = self._store.partition(topic, partition)
         return state
-
-    async def _call(self, incoming: Incoming, record: Record, ctx: RecordContext) -> None:
-        try:
-            result = self._process_call(record, ctx)
-            if result is not None:
-                await result
-            self._check_emits(ctx)
-        except Exception as exc:  # noqa: BLE001 - any failure of user code dead-letters
-            await self._dead_letter(incoming, exc)
-            return
-        if ctx.emitted or ctx.wakes:
-            await self._finish(ctx, record)
-
-    async def _finish(self, ctx: RecordContext, source: Record | None) -> None:
-        assert self._outputs is not None
-        if ctx.emitted:
-            await self._outputs.send(ctx.emitted, self.interval, ctx.partition, source)
-            if self._is_async:  # a call in the executor: do not wait for the fetch cycle
-                await self._outputs.ship()
-        for wake in ctx.wakes:
-            self.schedule_wake(wake)
-
-    def _check_emits(self, ctx: RecordContext) -> None:
-        for emitted in ctx.emitted:
-            if emitted.topic not in self._spec.outputs:
-                raise ValueError(f"emit to {emitted.topic!r}, not an output of {self.id.uid}")
-
-    # -- wake-ups -------------------------------------------------------------------------
-
-    def schedule_wake(self, wake: WakeUp) -> None:
-        """Queue a call of `Operator.on_wake`; it runs once due, between fetches."""
-        if TopicPartition(wake.topic, wake.partition) not in self._owned:
-            raise ValueError(f"{self.name} cannot wake {wake.topic}[{wake.partition}]")
-        self._wakes.push(wake)
-
-    async def _run_due_wakes(self) -> None:
-        for wake in self._wakes.pop_due(time.monotonic()):
-            if self._is_async:
-                await self._executor.submit(wake.key, functools.partial(self._wake, wake))
-            else:
-                await self._wake(wake)
-
-    async def _wake(self, wake: WakeUp) -> None:
-        """Run one wake-up; an exception here is the operator's bug and fails the subtask."""
-        ctx = RecordContext(wake.topic, wake.partition, None, self._state_of, time.monotonic)
-        result = self._operator.on_wake(wake.key, ctx)
-        if isinstance(result, Awaitable):
-            await result
-        self._check_emits(ctx)
-        await self._finish(ctx, None)
 
     async def _dead_letter(self, incoming: Incoming, error: Exception) -> None:
         assert self._outputs is not None
@@ -525,7 +467,7 @@ class Subtask:
         assert self._producer is not None
         n = aligned.checkpoint_id
         alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
-        await self._executor.drain()
+        await self._calls.executor.drain()
         self._operator.on_snapshot(n)
         for sink in self._each_sink():
             sink.on_snapshot(n)

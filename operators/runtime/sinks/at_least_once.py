@@ -1,7 +1,8 @@
 """The at-least-once sink: records sent at once, each with a deterministic id for dedup.
 
 `AtLeastOnceSink` sends every record through the subtask's idempotent producer as soon as it is
-written, with header ``sg-id`` = `record_id`: ``<uid>/<topic>/<partition>/<offset>/<index>``
+written (appended to the subtask's `PartitionBatches`, shipped with the fetch cycle), with
+header ``sg-id`` = `record_id`: ``<uid>/<topic>/<partition>/<offset>/<index>``
 of the input record that emitted it, or ``<uid>/wake/<sha256 of key and value>`` for a
 wake-up. A replay after a restore emits the same records with the same ids, so a consumer that
 drops ids it has seen sees each record once. The subtask flushes its producer before it acks a
@@ -13,12 +14,13 @@ do: nothing is kept in state, nothing waits for a completion.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Protocol
 
 from operators.contract import Record
 from operators.runtime.sinks.contract import Sink, SinkRecord
 
-__all__ = ["RECORD_ID_HEADER", "AtLeastOnceSink", "RecordSender", "record_id"]
+__all__ = ["RECORD_ID_HEADER", "AtLeastOnceSink", "RecordAppender", "record_id"]
 
 RECORD_ID_HEADER = "sg-id"
 """On at-least-once sink records: a deterministic id to drop duplicates by."""
@@ -36,42 +38,36 @@ def record_id(
     return f"{operator}/wake/{digest[:32]}"
 
 
-class RecordSender(Protocol):
-    """What the sink needs of the subtask's producer (an ``AIOKafkaProducer``)."""
+class RecordAppender(Protocol):
+    """Where the sink puts records (the subtask's `PartitionBatches`, shipped by the subtask)."""
 
-    async def send(
+    def add(
         self,
         topic: str,
-        value: bytes,
-        *,
-        key: bytes | None,
         partition: int,
-        headers: list[tuple[str, bytes]],
-    ) -> object:
-        """Queue one record; the returned future resolves when Kafka has it."""
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
+        """Queue one record for ``topic[partition]``."""
         ...
 
 
 class AtLeastOnceSink(Sink):
     """Every at-least-once sink topic of one subtask (operator ``operator``); see the module
-    docstring. The producer is the subtask's: the sink neither starts nor stops it."""
+    docstring. The appender is the subtask's: the sink neither ships nor flushes it."""
 
-    def __init__(self, producer: RecordSender, *, operator: str) -> None:
-        self._producer = producer
+    def __init__(self, appender: RecordAppender, *, operator: str) -> None:
+        self._appender = appender
         self._operator = operator
 
     async def open(self, restored: int | None) -> None:
         """Nothing to take up: what was sent is in Kafka, what was not is replayed."""
 
-    async def write(self, record: SinkRecord, interval: int) -> None:
+    def write(self, record: SinkRecord, interval: int) -> None:
         rid = record_id(self._operator, record.source, record.emit_index, record.key, record.value)
-        await self._producer.send(
-            record.topic,
-            record.value,
-            key=record.key,
-            partition=record.partition,
-            headers=[(RECORD_ID_HEADER, rid.encode())],
-        )
+        headers = [(RECORD_ID_HEADER, rid.encode())]
+        self._appender.add(record.topic, record.partition, record.key, record.value, headers)
 
     def on_snapshot(self, checkpoint_id: int) -> None:
         """Nothing to keep in state."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from operators.graph import JobGraph, SubtaskId
 from operators.kafka import KafkaLike
 from operators.pipeline import TopicKind
-from operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordSender
+from operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordAppender
 from operators.runtime.sinks.contract import Sink
 from operators.runtime.sinks.exactly_once import ExactlyOnceSink
 from operators.runtime.sinks.kafka_transactions import KafkaTransactions
@@ -28,12 +28,13 @@ def build_sinks(
     subtask: SubtaskId,
     *,
     bootstrap: KafkaLike,
-    producer: RecordSender,
+    appender: RecordAppender,
     metadata: PartitionState,
 ) -> dict[str, Sink]:
     """The sink of every sink topic the operator of ``subtask`` writes, by topic name, in the
-    order of its outputs. ``producer``: the subtask's idempotent producer; ``metadata``: the
-    subtask state's metadata area, which holds the write-ahead log. Nothing is started."""
+    order of its outputs. ``appender``: where the subtask gathers what its producer sends;
+    ``metadata``: the subtask state's metadata area, which holds the write-ahead log. Nothing
+    is started."""
     name = str(subtask)
     exactly_once: ExactlyOnceSink | None = None
     at_least_once: AtLeastOnceSink | None = None
@@ -44,7 +45,7 @@ def build_sinks(
             continue
         if not spec.exactly_once:
             if at_least_once is None:
-                at_least_once = AtLeastOnceSink(producer, operator=subtask.uid)
+                at_least_once = AtLeastOnceSink(appender, operator=subtask.uid)
             sinks[topic] = at_least_once
             continue
         if exactly_once is None:

@@ -72,8 +72,9 @@ class Sink(ABC):
         """Take up where checkpoint ``restored`` (None: no checkpoint, empty state) left off."""
 
     @abstractmethod
-    async def write(self, record: SinkRecord, interval: int) -> None:
-        """Accept ``record``, which belongs to interval ``interval``."""
+    def write(self, record: SinkRecord, interval: int) -> None:
+        """Accept ``record``, which belongs to interval ``interval``; no I/O (it runs on the
+        per-record path: a sink that sends queues, the subtask ships)."""
 
     @abstractmethod
     def on_snapshot(self, checkpoint_id: int) -> None:

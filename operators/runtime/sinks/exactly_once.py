@@ -81,7 +81,7 @@ class ExactlyOnceSink(Sink):
         if restored is not None:
             await self._publish(restored)
 
-    async def write(self, record: SinkRecord, interval: int) -> None:
+    def write(self, record: SinkRecord, interval: int) -> None:
         self._wal.append(interval, record.topic, record.partition, record.key, record.value)
 
     def on_snapshot(self, checkpoint_id: int) -> None:

@@ -46,39 +46,39 @@ class SlowProducer:
         self.queued.setdefault((topic, partition), []).append(batch.records)
 
 
-def test_nothing_reaches_the_producer_before_a_batch_is_full_or_shipped() -> None:
+def test_nothing_reaches_the_producer_before_a_ship() -> None:
     async def scenario() -> None:
         producer = SlowProducer()
         producer.release.set()
         batches = PartitionBatches(producer)
-        await batches.add("words", 0, b"k", b"a", HEADERS)
-        await batches.add("words", 1, b"k", b"b", HEADERS)
+        for value in (b"a", b"b", b"c"):  # the first batch fills
+            batches.add("words", 0, b"k", value, HEADERS)
+        batches.add("words", 1, b"k", b"d", HEADERS)
         assert producer.queued == {}
         await batches.ship()
-        assert producer.queued == {("words", 0): [[b"a"]], ("words", 1): [[b"b"]]}
-        await batches.ship()  # nothing left open
-        assert sum(len(b) for b in producer.queued.values()) == 2
+        assert producer.queued == {("words", 0): [[b"a", b"b"], [b"c"]], ("words", 1): [[b"d"]]}
+        await batches.ship()  # nothing left
+        assert sum(len(b) for b in producer.queued.values()) == 3
 
     asyncio.run(scenario())
 
 
-def test_concurrent_writers_queue_a_partitions_batches_in_the_order_they_filled() -> None:
+def test_concurrent_ships_queue_a_partitions_batches_in_the_order_they_filled() -> None:
     async def scenario() -> None:
         producer = SlowProducer()
         batches = PartitionBatches(producer)
-
-        async def write(values: list[bytes]) -> None:
-            for value in values:
-                await batches.add("words", 0, None, value, HEADERS)
-
-        # The first full batch waits in the producer; later ones must queue behind it.
-        first = asyncio.create_task(write([b"1", b"2", b"3"]))
+        for value in (b"1", b"2", b"3"):
+            batches.add("words", 0, None, value, HEADERS)
+        # The first batch handed over waits in the producer (its partition is not drained);
+        # what is added and shipped meanwhile must queue behind it.
+        first = asyncio.create_task(batches.ship())
         await asyncio.sleep(0)
-        second = asyncio.create_task(write([b"4", b"5", b"6", b"7"]))
+        for value in (b"4", b"5", b"6", b"7"):
+            batches.add("words", 0, None, value, HEADERS)
+        second = asyncio.create_task(batches.ship())
         await asyncio.sleep(0.01)
         producer.release.set()
         await asyncio.gather(first, second)
-        await batches.ship()
         queued = producer.queued[("words", 0)]
         assert [v for batch in queued for v in batch] == [b"1", b"2", b"3", b"4", b"5", b"6", b"7"]
 

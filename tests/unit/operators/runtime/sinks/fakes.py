@@ -67,20 +67,18 @@ class FakeTransactions:
 
 @dataclass
 class FakeSender:
-    """A `RecordSender` that keeps what it was given."""
+    """A `RecordAppender` that keeps what it was given."""
 
     sent: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]] = field(
         default_factory=list
     )
 
-    async def send(
+    def add(
         self,
         topic: str,
-        value: bytes,
-        *,
-        key: bytes | None,
         partition: int,
-        headers: list[tuple[str, bytes]],
-    ) -> object:
-        self.sent.append((topic, partition, key, value, headers))
-        return None
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
+        self.sent.append((topic, partition, key, value, list(headers)))

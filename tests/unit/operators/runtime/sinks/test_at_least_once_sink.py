@@ -15,7 +15,7 @@ async def test_records_go_out_at_once_with_their_id() -> None:
     producer = FakeSender()
     sink = AtLeastOnceSink(producer, operator="op")
     await sink.open(None)
-    await sink.write(SinkRecord("out", 1, b"k", b"A", source=SOURCE, emit_index=2), 7)
+    sink.write(SinkRecord("out", 1, b"k", b"A", source=SOURCE, emit_index=2), 7)
     assert producer.sent == [("out", 1, b"k", b"A", [(RECORD_ID_HEADER, b"op/in/3/41/2")])]
 
 
@@ -36,8 +36,8 @@ async def test_a_replay_sends_the_same_ids() -> None:
     first, replay = FakeSender(), FakeSender()
     for producer, interval in ((first, 3), (replay, 9)):  # another attempt, another interval
         sink = AtLeastOnceSink(producer, operator="op")
-        await sink.write(SinkRecord("out", 0, None, b"x", source=SOURCE, emit_index=0), interval)
-        await sink.write(SinkRecord("out", 0, b"w", b"y", source=None, emit_index=0), interval)
+        sink.write(SinkRecord("out", 0, None, b"x", source=SOURCE, emit_index=0), interval)
+        sink.write(SinkRecord("out", 0, b"w", b"y", source=None, emit_index=0), interval)
     assert ids(first) == ids(replay)
     assert len(set(ids(first))) == 2
 

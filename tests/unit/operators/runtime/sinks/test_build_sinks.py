@@ -40,7 +40,7 @@ def test_each_sink_topic_gets_the_sink_of_its_guarantee() -> None:
         graph(),
         SubtaskId("enrich", 1),
         bootstrap="127.0.0.1:1",  # never contacted: nothing is started
-        producer=FakeSender(),
+        appender=FakeSender(),
         metadata=MemoryState(),
     )
     assert list(sinks) == ["invoices", "events", "receipts", "audit"]
@@ -55,7 +55,7 @@ def test_an_operator_without_sink_topics_has_no_sinks() -> None:
         graph(),
         SubtaskId("count", 0),
         bootstrap="127.0.0.1:1",
-        producer=FakeSender(),
+        appender=FakeSender(),
         metadata=MemoryState(),
     )
     assert sinks == {}

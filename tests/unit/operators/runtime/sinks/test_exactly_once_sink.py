@@ -26,10 +26,10 @@ def out(value: bytes, topic: str = "out", partition: int = 0) -> SinkRecord:
 async def test_outputs_are_published_when_their_checkpoint_completes() -> None:
     sink, kafka = sink_over(MemoryState())
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
-    await sink.write(out(b"b", topic="other", partition=2), 1)
+    sink.write(out(b"a"), 1)
+    sink.write(out(b"b", topic="other", partition=2), 1)
     sink.on_snapshot(1)
-    await sink.write(out(b"c"), 2)
+    sink.write(out(b"c"), 2)
     assert kafka.committed == []  # nothing shows before completion
 
     await sink.on_completed(1)
@@ -43,8 +43,8 @@ async def test_published_outputs_leave_the_state() -> None:
     state = MemoryState()
     sink, _ = sink_over(state)
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
-    await sink.write(out(b"b"), 2)
+    sink.write(out(b"a"), 1)
+    sink.write(out(b"b"), 2)
     await sink.on_completed(1)
     assert len(state.rows) == 1
     await sink.on_completed(2)
@@ -54,8 +54,8 @@ async def test_published_outputs_leave_the_state() -> None:
 async def test_an_aborted_checkpoint_is_published_with_the_next_completed_one() -> None:
     sink, kafka = sink_over(MemoryState())
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
-    await sink.write(out(b"b"), 2)  # checkpoint 1 was aborted: no completed(1)
+    sink.write(out(b"a"), 1)
+    sink.write(out(b"b"), 2)  # checkpoint 1 was aborted: no completed(1)
     await sink.on_completed(2)
     assert kafka.committed == [([("out", 0, b"k", b"a"), ("out", 0, b"k", b"b")], 2)]
 
@@ -63,7 +63,7 @@ async def test_an_aborted_checkpoint_is_published_with_the_next_completed_one() 
 async def test_a_completion_at_or_below_published_sends_nothing() -> None:
     sink, kafka = sink_over(MemoryState())
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
+    sink.write(out(b"a"), 1)
     await sink.on_completed(1)
     await sink.on_completed(1)
     assert len(kafka.committed) == 1
@@ -73,7 +73,7 @@ async def test_a_failed_transaction_keeps_the_outputs_for_the_next_attempt() -> 
     state = MemoryState()
     sink, kafka = sink_over(state)
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
+    sink.write(out(b"a"), 1)
     kafka.fail = True
     with pytest.raises(ConnectionError):
         await sink.on_completed(1)
@@ -91,8 +91,8 @@ async def test_a_restore_publishes_what_its_checkpoint_holds_unpublished() -> No
     state = MemoryState()
     sink, _ = sink_over(state)
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
-    await sink.write(out(b"b"), 2)
+    sink.write(out(b"a"), 1)
+    sink.write(out(b"b"), 2)
     await sink.on_completed(1)
     # Crash after checkpoint 2 completed, before its outputs were published.
     successor, kafka = sink_over(state, published=1)
@@ -108,14 +108,14 @@ async def test_a_restore_behind_the_published_mark_drops_published_outputs_unsen
     state = MemoryState()
     sink, _ = sink_over(state)
     await sink.open(None)
-    await sink.write(out(b"a"), 1)
+    sink.write(out(b"a"), 1)
     # Checkpoint 1 is restored although 3 was published (its manifest was found corrupt).
     successor, kafka = sink_over(state, published=3)
     with caplog.at_level(logging.WARNING):
         await successor.open(1)
     assert "published again (duplicates)" in caplog.text
     assert kafka.committed == []
-    await successor.write(out(b"replayed"), 4)
+    successor.write(out(b"replayed"), 4)
     await successor.on_completed(4)
     assert kafka.committed == [([("out", 0, b"k", b"replayed")], 4)]
     assert state.rows == {}
