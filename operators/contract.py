@@ -1,7 +1,9 @@
 """What a user's code receives: a `Record` and a `Context`; and the `Operator` lifecycle.
 
 A process function is called once per input record, in offset order per input partition,
-one record at a time per key. It may be a plain function or a coroutine function::
+one record at a time per key. It may be a plain function, which returns None and is called
+directly from the subtask's loop (the fast path), or a coroutine function (``async def``),
+which runs through a bounded executor::
 
     def count(record: Record, ctx: Context) -> None:
         total = int(ctx.state.get(record.key) or b"0") + 1
