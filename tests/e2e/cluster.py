@@ -52,6 +52,14 @@ class Cluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: Counter[str] = Counter()
 
+    def log_tails(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of every process log, for a failure's message."""
+        tails = []
+        for log in sorted(self.logs.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            tails.append(f"--- {log.name}\n" + "\n".join(tail))
+        return "\n".join(tails)
+
     def start(self, name: str, *extra: str) -> None:
         """Start ``name`` (``coordinator`` or a worker id), with ``extra`` arguments."""
         if name == "coordinator":
