@@ -38,6 +38,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -70,6 +71,7 @@ from agents.messages import (
 )
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
+from agents.run_cache import DEFAULT_CAPACITY, RunCache, json_value
 from agents.state import RunState, RunStatus, run_key
 from agents.tools import tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
@@ -97,6 +99,7 @@ class AgentOperator(Operator):
         journal: Journal | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        run_cache_size: int = DEFAULT_CAPACITY,
     ) -> None:
         self.agent, self.topics, self.pipeline = agent, topics, pipeline
         self._tools = {t.name: t for t in agent.tools}
@@ -118,12 +121,14 @@ class AgentOperator(Operator):
         self._blobs: BlobReferences | None = None
         self._compensation_waits: set[str] = set()
         self._compensator: Compensator | None = None
+        self._runs = RunCache(run_cache_size)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def open(self, ctx: OpenContext) -> None:
         """Start the journal, then re-drive every run whose restored state has work pending."""
         self._attempt, self._subtask = ctx.attempt, ctx.subtask
+        self._runs.clear()  # the state may have been restored: never read a run from before
         self._metrics = AgentMetrics.of(self._registry)
         self._labels = (self.pipeline, self.agent.name, ctx.subtask)
         self._metrics.start(*self._labels)
@@ -155,6 +160,7 @@ class AgentOperator(Operator):
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 state = RunState.decode(value)
+                self._runs.keep(partition, state)
                 self._track(state)
                 if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())
@@ -239,10 +245,9 @@ class AgentOperator(Operator):
 
     def _on_decision(self, decision: ApprovalDecision, ctx: Context) -> None:
         tasks = ctx.state_of(self.topics.tasks)
-        raw = tasks.get(run_key(decision.run_id))
-        if raw is None:
+        state = self._runs.get(tasks, ctx.partition, decision.run_id)
+        if state is None:
             raise ValueError(f"approval for unknown run {decision.run_id!r}")
-        state = RunState.decode(raw)
         if rollback.in_rollback(state):
             step = rollback.decide_compensation(
                 state, decision.approved, decision.by, decision.reason, self._clock()
@@ -290,10 +295,9 @@ class AgentOperator(Operator):
     def _on_rollback(self, command: RollbackRun, ctx: Context) -> None:
         """Start the rollback; a run that cannot be rolled back is dead-lettered with why."""
         tasks = ctx.state_of(self.topics.tasks)
-        raw = tasks.get(run_key(command.run_id))
-        if raw is None:
+        state = self._runs.get(tasks, ctx.partition, command.run_id)
+        if state is None:
             raise ValueError(f"rollback of unknown run {command.run_id!r}")
-        state = RunState.decode(raw)
         step = rollback.start_rollback(
             state, command.to_step, command.by, command.reason, self._clock()
         )
@@ -320,10 +324,9 @@ class AgentOperator(Operator):
 
     async def on_wake(self, key: bytes, ctx: Context) -> None:
         """Perform one action of run ``key`` and, if it has more to do, wake it again."""
-        raw = ctx.state.get(run_key(key.decode()))
-        if raw is None:
+        state = self._runs.get(ctx.state, ctx.partition, key.decode())
+        if state is None:
             return
-        state = RunState.decode(raw)
         now = self._clock()
         try:
             if rollback.in_rollback(state):
@@ -490,6 +493,8 @@ class AgentOperator(Operator):
             result = "unknown"
         else:
             result = "replayed" if outcome.replayed else "executed"
+            if kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
+                outcome = replace(outcome, value=json_value(outcome.value))
         self._metrics.effects.labels(*self._labels, kind.value, result).inc()
         return outcome
 
@@ -499,7 +504,7 @@ class AgentOperator(Operator):
         """Write the run, append its history, publish its event (and result, if finished)."""
         run = step.state
         key = run.run_id.encode()
-        state.put(run_key(run.run_id), run.encode())
+        self._runs.put(state, ctx.partition, run)
         history = {k: step.event[k] for k in ("seq", "step", "type", "status")}
         state.put(
             b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()

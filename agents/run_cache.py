@@ -1,0 +1,118 @@
+"""`RunCache`: decoded `RunState`s kept between wake-ups, written through to the state.
+
+Before, every wake-up of a run parsed and validated its whole stored ``RunState`` again (a
+document that grows with the run). The cache keeps the decoded state of recently used runs:
+
+* **Write-through.** `put` writes the encoded run to the partition's state, exactly as
+  before, and keeps the object it encoded. The state stays the truth: a snapshot copies the
+  state, never the cache.
+* **One path to a run.** Every read (`get`) and write (`put`) of a run by the agent operator
+  goes through the cache, so the cached object is always the last one written. Anything that
+  changes stored runs another way must `clear` it.
+* **Never outlives a restore.** A restore rewinds the state to a checkpoint; the operator
+  `clear`\\s the cache whenever it is opened, so no run is read as it was after the
+  checkpoint.
+* **Bounded.** At most ``capacity`` runs, least recently used evicted first; a finished run
+  is dropped at once (it is woken no more). A miss just decodes the stored document.
+
+`RunState` is a frozen model; its transitions build new objects with ``model_copy``, so a
+cached object is never changed in place. Values a run receives from outside (tool results,
+lookups) are given to it as JSON values (`json_value`), so the cached object is the one a
+decode of its document would give. ``verify`` (tests) decodes on every hit and compares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from agents.state import RunState, run_key
+from operators.state.store import PartitionState
+
+__all__ = ["DEFAULT_CAPACITY", "RunCache", "StaleRunError", "json_value"]
+
+DEFAULT_CAPACITY = 256
+"""Runs kept decoded per operator (subtask)."""
+
+
+class StaleRunError(AssertionError):
+    """(``verify`` only) The cached run differs from what its stored document decodes to."""
+
+    def __init__(self, run_id: str, partition: int) -> None:
+        super().__init__(f"run {run_id!r} (partition {partition}): cached state is stale")
+        self.run_id, self.partition = run_id, partition
+
+
+class RunCache:
+    """Decoded runs by (partition, run id); see the module docstring."""
+
+    verify_all = False
+    """Tests set this to make every cache verify its hits (`StaleRunError`)."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, verify: bool = False) -> None:
+        if capacity < 0:
+            raise ValueError(f"a run cache holds 0 runs or more, not {capacity}")
+        self.capacity = capacity
+        self.verify = verify
+        self._runs: OrderedDict[tuple[int, str], RunState] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def get(self, state: PartitionState, partition: int, run_id: str) -> RunState | None:
+        """Run ``run_id`` of ``partition``, or None if ``state`` holds no such run."""
+        slot = (partition, run_id)
+        run = self._runs.get(slot)
+        if run is not None:
+            self.hits += 1
+            self._runs.move_to_end(slot)
+            if self.verify or RunCache.verify_all:
+                raw = state.get(run_key(run_id))
+                if raw is None or RunState.decode(raw) != run:
+                    raise StaleRunError(run_id, partition)
+            return run
+        raw = state.get(run_key(run_id))
+        if raw is None:
+            return None
+        self.misses += 1
+        run = RunState.decode(raw)
+        self.keep(partition, run)
+        return run
+
+    def put(self, state: PartitionState, partition: int, run: RunState) -> None:
+        """Write ``run`` to ``state`` and keep it (a finished run is dropped instead)."""
+        state.put(run_key(run.run_id), run.encode())
+        if run.status.finished:
+            self._runs.pop((partition, run.run_id), None)
+        else:
+            self.keep(partition, run)
+
+    def keep(self, partition: int, run: RunState) -> None:
+        """Keep ``run`` as decoded from, or just written to, the state of ``partition``."""
+        if self.capacity == 0:
+            return
+        slot = (partition, run.run_id)
+        self._runs[slot] = run
+        self._runs.move_to_end(slot)
+        while len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
+
+    def drop(self, partition: int, run_id: str) -> None:
+        self._runs.pop((partition, run_id), None)
+
+    def clear(self) -> None:
+        """Forget every run: the state may have been rewound (a restore) or rewritten."""
+        self._runs.clear()
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as a decode of its JSON gives it back (tuples become lists, and so on)."""
+    if value is None or type(value) in _PLAIN:
+        return value
+    return json.loads(json.dumps(value))
+
+
+_PLAIN = frozenset({str, int, float, bool})
