@@ -27,6 +27,7 @@ import json
 from collections import OrderedDict
 from typing import Any
 
+from agents.run_encoding import EncodedRun, encode_run
 from agents.state import RunState, run_key
 from operators.state.store import PartitionState
 
@@ -55,7 +56,8 @@ class RunCache:
             raise ValueError(f"a run cache holds 0 runs or more, not {capacity}")
         self.capacity = capacity
         self.verify = verify
-        self._runs: OrderedDict[tuple[int, str], RunState] = OrderedDict()
+        self._runs: OrderedDict[tuple[int, str], RunState | EncodedRun] = OrderedDict()
+        """A run written by `put` is kept with its encoding, for the next `put` to reuse."""
         self.hits = 0
         self.misses = 0
 
@@ -65,10 +67,11 @@ class RunCache:
     def get(self, state: PartitionState, partition: int, run_id: str) -> RunState | None:
         """Run ``run_id`` of ``partition``, or None if ``state`` holds no such run."""
         slot = (partition, run_id)
-        run = self._runs.get(slot)
-        if run is not None:
+        kept = self._runs.get(slot)
+        if kept is not None:
             self.hits += 1
             self._runs.move_to_end(slot)
+            run = kept.run if isinstance(kept, EncodedRun) else kept
             if self.verify or RunCache.verify_all:
                 raw = state.get(run_key(run_id))
                 if raw is None or RunState.decode(raw) != run:
@@ -83,18 +86,25 @@ class RunCache:
         return run
 
     def put(self, state: PartitionState, partition: int, run: RunState) -> None:
-        """Write ``run`` to ``state`` and keep it (a finished run is dropped instead)."""
-        state.put(run_key(run.run_id), run.encode())
+        """Write ``run`` to ``state`` and keep it (a finished run is dropped instead). Its
+        document is encoded reusing the bytes of what the run's last `put` wrote and it still
+        holds (`agents.run_encoding`)."""
+        slot = (partition, run.run_id)
+        kept = self._runs.get(slot)
+        encoded = encode_run(run, kept if isinstance(kept, EncodedRun) else None)
+        if (self.verify or RunCache.verify_all) and encoded.document != run.encode():
+            raise AssertionError(f"run {run.run_id!r}: the spliced document is not its encoding")
+        state.put(run_key(run.run_id), encoded.document)
         if run.status.finished:
-            self._runs.pop((partition, run.run_id), None)
+            self._runs.pop(slot, None)
         else:
-            self.keep(partition, run)
+            self.keep(partition, encoded)
 
-    def keep(self, partition: int, run: RunState) -> None:
+    def keep(self, partition: int, run: RunState | EncodedRun) -> None:
         """Keep ``run`` as decoded from, or just written to, the state of ``partition``."""
         if self.capacity == 0:
             return
-        slot = (partition, run.run_id)
+        slot = (partition, run.run.run_id if isinstance(run, EncodedRun) else run.run_id)
         self._runs[slot] = run
         self._runs.move_to_end(slot)
         while len(self._runs) > self.capacity:
