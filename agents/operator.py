@@ -72,6 +72,7 @@ from agents.messages import (
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
 from agents.run_cache import DEFAULT_CAPACITY, RunCache, json_value
+from agents.run_tracker import RunTracker
 from agents.state import RunState, RunStatus, run_key
 from agents.tools import tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
@@ -84,6 +85,8 @@ __all__ = ["JOURNAL_LAG", "AgentOperator"]
 logger = logging.getLogger(__name__)
 
 JOURNAL_LAG = 2
+_EVENTS = json.JSONEncoder(sort_keys=True)
+"""Events as ``json.dumps(event, sort_keys=True)`` writes them, without a new encoder each."""
 _MAX_BACKOFF_S = 30.0
 
 
@@ -115,11 +118,8 @@ class AgentOperator(Operator):
         self._retries: Counter[str] = Counter()
         self._finished: list[tuple[str, int]] = []  # since the last snapshot
         self._forget: list[tuple[int, list[tuple[str, int]]]] = []  # (checkpoint, runs)
-        self._statuses: dict[str, RunStatus] = {}
-        self._run_counts: Counter[RunStatus] = Counter()
-        self._waiting_since: dict[str, float] = {}
+        self._tracker: RunTracker | None = None
         self._blobs: BlobReferences | None = None
-        self._compensation_waits: set[str] = set()
         self._compensator: Compensator | None = None
         self._runs = RunCache(run_cache_size)
 
@@ -132,6 +132,8 @@ class AgentOperator(Operator):
         self._metrics = AgentMetrics.of(self._registry)
         self._labels = (self.pipeline, self.agent.name, ctx.subtask)
         self._metrics.start(*self._labels)
+        self._counters = self._metrics.step_counters(*self._labels)
+        self._tracker = tracker = RunTracker(self._metrics, self._labels, self._clock)
         partitions = [p for t, p in ctx.input_partitions if t == self.topics.tasks]
         if self._journal is None:
             topic = ctx.owned_topic(JOURNAL_SUFFIX)
@@ -161,7 +163,7 @@ class AgentOperator(Operator):
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 state = RunState.decode(value)
                 self._runs.keep(partition, state)
-                self._track(state)
+                tracker.track(state)
                 if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())
                 elif state.status is RunStatus.WAITING_APPROVAL:
@@ -172,11 +174,8 @@ class AgentOperator(Operator):
                     restored.append((state.run_id, partition))
         # Finished runs in the restored checkpoint: their entries may still be journaled.
         self._finished.extend(restored)
-        for status in RunStatus:  # every status has a series, zeros included
-            self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
-        logger.info(
-            "%s: %d runs restored (%s)", ctx.subtask, len(self._statuses), dict(self._run_counts)
-        )
+        tracker.publish_counts()  # every status has a series, zeros included
+        logger.info("%s: %d runs restored (%s)", ctx.subtask, len(tracker), tracker.counts())
 
     def on_snapshot(self, checkpoint_id: int) -> None:
         if self._finished:
@@ -416,11 +415,11 @@ class AgentOperator(Operator):
             return machine.fail(state, f"model_error: {outcome.error}", now)
         response = ModelResponse.model_validate(outcome.value)
         if not outcome.replayed:
-            usage, labels = response.usage, self._labels
-            self._metrics.steps.labels(*labels).inc()
-            self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
-            self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
-            self._metrics.cost.labels(*labels).inc(usage.cost_usd)
+            usage, counters = response.usage, self._counters
+            counters.steps.inc()
+            counters.prompt_tokens.inc(usage.prompt_tokens)
+            counters.completion_tokens.inc(usage.completion_tokens)
+            counters.cost.inc(usage.cost_usd)
         handle = refs.stored_content(state, action.key, response.message.content) if refs else None
         blob = None if handle is None else handle.id
         step = machine.after_model(state, response, now, blob=blob)
@@ -495,7 +494,7 @@ class AgentOperator(Operator):
             result = "replayed" if outcome.replayed else "executed"
             if kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
                 outcome = replace(outcome, value=json_value(outcome.value))
-        self._metrics.effects.labels(*self._labels, kind.value, result).inc()
+        self._counters.effects[kind, result].inc()
         return outcome
 
     # -- safe points ----------------------------------------------------------------------
@@ -509,42 +508,19 @@ class AgentOperator(Operator):
         state.put(
             b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()
         )
-        ctx.emit(self.topics.events, json.dumps(step.event, sort_keys=True).encode(), key=key)
+        ctx.emit(self.topics.events, _EVENTS.encode(step.event).encode(), key=key)
         if run.status.finished:
             ctx.emit(self.topics.results, RunResult.of(run).model_dump_json().encode(), key=key)
             self._finished.append((run.run_id, ctx.partition))
             self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
-        self._track(run)
+        assert self._tracker is not None
+        self._tracker.track(run)
 
     def status_counts(self) -> dict[str, dict[str, int]]:
         """Runs by status, for ``sluicegate status``."""
-        return {"runs": {status.value: n for status, n in self._run_counts.items() if n}}
-
-    def _track(self, run: RunState) -> None:
-        """Count ``run`` under its status; the gauges of a status that changed are updated."""
-        before = self._statuses.get(run.run_id)
-        self._statuses[run.run_id] = run.status
-        if run.status is RunStatus.WAITING_APPROVAL and run.pending_approval is not None:
-            self._waiting_since[run.run_id] = run.pending_approval.proposed_at
-        else:
-            self._waiting_since.pop(run.run_id, None)
-        if rollback.in_rollback(run) and run.status is RunStatus.WAITING_APPROVAL:
-            self._compensation_waits.add(run.run_id)
-        else:
-            self._compensation_waits.discard(run.run_id)
-        self._metrics.compensations_waiting.labels(*self._labels).set(len(self._compensation_waits))
-        if before is not run.status:
-            self._count_run(run.status, +1)
-            if before is not None:
-                self._count_run(before, -1)
-        self._metrics.approvals_waiting.labels(*self._labels).set(len(self._waiting_since))
-        oldest = min(self._waiting_since.values(), default=None)
-        age = 0.0 if oldest is None else max(0.0, self._clock() - oldest)
-        self._metrics.oldest_approval_wait.labels(*self._labels).set(age)
-
-    def _count_run(self, status: RunStatus, delta: int) -> None:
-        self._run_counts[status] += delta
-        self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
+        if self._tracker is None:
+            return {"runs": {}}
+        return {"runs": {status.value: n for status, n in self._tracker.counts().items()}}
 
     def _export_journal_counts(self) -> None:
         assert self._journal is not None
