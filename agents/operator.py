@@ -24,6 +24,11 @@ Commands and wake-ups of one run never interleave: the engine runs `process` and
 one key one after the other, and a command's record key must be its run id (the routing
 stage writes it so; any other is dead-lettered).
 
+Runs are read and written through `agents.run_cache.RunCache`: the decoded state of a run is
+kept between its wake-ups (written through to the state at every safe point, dropped on every
+`open`, since a restore rewinds the state) and its next document reuses the encoded messages
+and effects it still holds (`agents.run_encoding`).
+
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
 (`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint. A run whose rollback
@@ -162,7 +167,7 @@ class AgentOperator(Operator):
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 state = RunState.decode(value)
-                self._runs.keep(partition, state)
+                self._runs.keep(partition, state, len(value))
                 tracker.track(state)
                 if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())

@@ -47,11 +47,24 @@ def test_the_least_recently_used_run_is_evicted_and_decoded_again() -> None:
     assert cache.misses == 1
 
 
+def test_runs_past_max_bytes_are_evicted_least_recently_used_first() -> None:
+    size = len(run("r1").encode())
+    cache, state = RunCache(max_bytes=2 * size), DictState()
+    for run_id in ("r1", "r2", "r3"):
+        cache.put(state, 0, run(run_id))
+    assert (len(cache), cache.bytes) == (2, 2 * size)
+    assert cache.get(state, 0, "r1") == run("r1")  # evicted: decoded again
+    assert cache.misses == 1
+    too_big = RunCache(max_bytes=size - 1)
+    too_big.put(state, 0, run("r1"))
+    assert (len(too_big), too_big.bytes) == (0, 0)
+
+
 def test_a_finished_run_is_written_but_not_kept() -> None:
     cache, state = RunCache(), DictState()
     cache.put(state, 0, run("r1"))
     cache.put(state, 0, run("r1", status=RunStatus.DONE))
-    assert len(cache) == 0
+    assert (len(cache), cache.bytes) == (0, 0)
     assert cache.get(state, 0, "r1") == run("r1", status=RunStatus.DONE)
 
 
@@ -73,8 +86,10 @@ def test_verify_refuses_a_run_changed_behind_the_cache() -> None:
 
 
 def test_a_negative_capacity_is_refused_and_zero_keeps_nothing() -> None:
-    with pytest.raises(ValueError, match="0 runs or more"):
+    with pytest.raises(ValueError, match="0 runs"):
         RunCache(capacity=-1)
+    with pytest.raises(ValueError, match="0 runs"):
+        RunCache(max_bytes=-1)
     cache, state = RunCache(capacity=0), DictState()
     cache.put(state, 0, run("r1"))
     assert len(cache) == 0
