@@ -30,6 +30,7 @@ from agents.declaration import Agent
 from agents.journal import EffectKind, EffectResult, EffectUnknown, Journal, OnUnknown
 from agents.metrics import AgentMetrics
 from agents.run import Idle, Transition
+from agents.run_cache import json_value
 from agents.state import RunState
 from agents.tools import ToolContext
 from operators.contract import Context
@@ -95,6 +96,8 @@ class Compensator:
                 return rollback.finish(state, now)
             case rollback.Settle(effect=effect):
                 issued, done = self._journal.get(effect.key)
+                if done is not None:  # the run keeps the result as its document decodes
+                    done = done.model_copy(update={"result": json_value(done.result)})
                 return rollback.settle(state, action, issued, done, now)
             case rollback.Skip():
                 self._metrics.compensations.labels(*self._labels, "skipped").inc()

@@ -11,6 +11,7 @@ journal statuses): a counter that only appeared once incremented vanished after 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
@@ -26,6 +27,7 @@ __all__ = [
     "JOURNAL_STATUSES",
     "TOKEN_KINDS",
     "AgentMetrics",
+    "StepCounters",
 ]
 
 TOKEN_KINDS = ("prompt", "completion")
@@ -175,6 +177,21 @@ class AgentMetrics:
         ):
             metric.labels(*labels)
 
+    def step_counters(self, pipeline: str, operator: str, subtask: str) -> StepCounters:
+        """The counters every step of the subtask increments, bound to its labels once."""
+        labels = (pipeline, operator, subtask)
+        return StepCounters(
+            steps=self.steps.labels(*labels),
+            prompt_tokens=self.tokens.labels(*labels, "prompt"),
+            completion_tokens=self.tokens.labels(*labels, "completion"),
+            cost=self.cost.labels(*labels),
+            effects={
+                (kind, outcome): self.effects.labels(*labels, kind.value, outcome)
+                for kind in EffectKind
+                for outcome in EFFECT_OUTCOMES
+            },
+        )
+
     @classmethod
     def of(cls, registry: CollectorRegistry | None = None) -> AgentMetrics:
         registry = registry or REGISTRY
@@ -183,3 +200,15 @@ class AgentMetrics:
             if metrics is None:
                 metrics = _by_registry[registry] = cls(registry)
             return metrics
+
+
+@dataclass(frozen=True, slots=True)
+class StepCounters:
+    """`AgentMetrics` children of one subtask that each step increments (`step_counters`)."""
+
+    steps: Counter
+    prompt_tokens: Counter
+    completion_tokens: Counter
+    cost: Counter
+    effects: dict[tuple[EffectKind, str], Counter]
+    """By (effect kind, outcome: one of `EFFECT_OUTCOMES`)."""

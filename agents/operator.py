@@ -24,6 +24,11 @@ Commands and wake-ups of one run never interleave: the engine runs `process` and
 one key one after the other, and a command's record key must be its run id (the routing
 stage writes it so; any other is dead-lettered).
 
+Runs are read and written through `agents.run_cache.RunCache`: the decoded state of a run is
+kept between its wake-ups (written through to the state at every safe point, dropped on every
+`open`, since a restore rewinds the state) and its next document reuses the encoded messages
+and effects it still holds (`agents.run_encoding`).
+
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
 (`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint. A run whose rollback
@@ -38,6 +43,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -70,6 +76,8 @@ from agents.messages import (
 )
 from agents.metrics import AgentMetrics
 from agents.models.contract import ModelClient, ModelResponse
+from agents.run_cache import DEFAULT_CAPACITY, RunCache, json_value
+from agents.run_tracker import RunTracker
 from agents.state import RunState, RunStatus, run_key
 from agents.tools import tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
@@ -82,6 +90,8 @@ __all__ = ["JOURNAL_LAG", "AgentOperator"]
 logger = logging.getLogger(__name__)
 
 JOURNAL_LAG = 2
+_EVENTS = json.JSONEncoder(sort_keys=True)
+"""Events as ``json.dumps(event, sort_keys=True)`` writes them, without a new encoder each."""
 _MAX_BACKOFF_S = 30.0
 
 
@@ -97,6 +107,7 @@ class AgentOperator(Operator):
         journal: Journal | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        run_cache_size: int = DEFAULT_CAPACITY,
     ) -> None:
         self.agent, self.topics, self.pipeline = agent, topics, pipeline
         self._tools = {t.name: t for t in agent.tools}
@@ -112,21 +123,22 @@ class AgentOperator(Operator):
         self._retries: Counter[str] = Counter()
         self._finished: list[tuple[str, int]] = []  # since the last snapshot
         self._forget: list[tuple[int, list[tuple[str, int]]]] = []  # (checkpoint, runs)
-        self._statuses: dict[str, RunStatus] = {}
-        self._run_counts: Counter[RunStatus] = Counter()
-        self._waiting_since: dict[str, float] = {}
+        self._tracker: RunTracker | None = None
         self._blobs: BlobReferences | None = None
-        self._compensation_waits: set[str] = set()
         self._compensator: Compensator | None = None
+        self._runs = RunCache(run_cache_size)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def open(self, ctx: OpenContext) -> None:
         """Start the journal, then re-drive every run whose restored state has work pending."""
         self._attempt, self._subtask = ctx.attempt, ctx.subtask
+        self._runs.clear()  # the state may have been restored: never read a run from before
         self._metrics = AgentMetrics.of(self._registry)
         self._labels = (self.pipeline, self.agent.name, ctx.subtask)
         self._metrics.start(*self._labels)
+        self._counters = self._metrics.step_counters(*self._labels)
+        self._tracker = tracker = RunTracker(self._metrics, self._labels, self._clock)
         partitions = [p for t, p in ctx.input_partitions if t == self.topics.tasks]
         if self._journal is None:
             topic = ctx.owned_topic(JOURNAL_SUFFIX)
@@ -155,7 +167,8 @@ class AgentOperator(Operator):
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 state = RunState.decode(value)
-                self._track(state)
+                self._runs.keep(partition, state, len(value))
+                tracker.track(state)
                 if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())
                 elif state.status is RunStatus.WAITING_APPROVAL:
@@ -166,11 +179,8 @@ class AgentOperator(Operator):
                     restored.append((state.run_id, partition))
         # Finished runs in the restored checkpoint: their entries may still be journaled.
         self._finished.extend(restored)
-        for status in RunStatus:  # every status has a series, zeros included
-            self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
-        logger.info(
-            "%s: %d runs restored (%s)", ctx.subtask, len(self._statuses), dict(self._run_counts)
-        )
+        tracker.publish_counts()  # every status has a series, zeros included
+        logger.info("%s: %d runs restored (%s)", ctx.subtask, len(tracker), tracker.counts())
 
     def on_snapshot(self, checkpoint_id: int) -> None:
         if self._finished:
@@ -239,10 +249,9 @@ class AgentOperator(Operator):
 
     def _on_decision(self, decision: ApprovalDecision, ctx: Context) -> None:
         tasks = ctx.state_of(self.topics.tasks)
-        raw = tasks.get(run_key(decision.run_id))
-        if raw is None:
+        state = self._runs.get(tasks, ctx.partition, decision.run_id)
+        if state is None:
             raise ValueError(f"approval for unknown run {decision.run_id!r}")
-        state = RunState.decode(raw)
         if rollback.in_rollback(state):
             step = rollback.decide_compensation(
                 state, decision.approved, decision.by, decision.reason, self._clock()
@@ -290,10 +299,9 @@ class AgentOperator(Operator):
     def _on_rollback(self, command: RollbackRun, ctx: Context) -> None:
         """Start the rollback; a run that cannot be rolled back is dead-lettered with why."""
         tasks = ctx.state_of(self.topics.tasks)
-        raw = tasks.get(run_key(command.run_id))
-        if raw is None:
+        state = self._runs.get(tasks, ctx.partition, command.run_id)
+        if state is None:
             raise ValueError(f"rollback of unknown run {command.run_id!r}")
-        state = RunState.decode(raw)
         step = rollback.start_rollback(
             state, command.to_step, command.by, command.reason, self._clock()
         )
@@ -320,10 +328,9 @@ class AgentOperator(Operator):
 
     async def on_wake(self, key: bytes, ctx: Context) -> None:
         """Perform one action of run ``key`` and, if it has more to do, wake it again."""
-        raw = ctx.state.get(run_key(key.decode()))
-        if raw is None:
+        state = self._runs.get(ctx.state, ctx.partition, key.decode())
+        if state is None:
             return
-        state = RunState.decode(raw)
         now = self._clock()
         try:
             if rollback.in_rollback(state):
@@ -413,11 +420,11 @@ class AgentOperator(Operator):
             return machine.fail(state, f"model_error: {outcome.error}", now)
         response = ModelResponse.model_validate(outcome.value)
         if not outcome.replayed:
-            usage, labels = response.usage, self._labels
-            self._metrics.steps.labels(*labels).inc()
-            self._metrics.tokens.labels(*labels, "prompt").inc(usage.prompt_tokens)
-            self._metrics.tokens.labels(*labels, "completion").inc(usage.completion_tokens)
-            self._metrics.cost.labels(*labels).inc(usage.cost_usd)
+            usage, counters = response.usage, self._counters
+            counters.steps.inc()
+            counters.prompt_tokens.inc(usage.prompt_tokens)
+            counters.completion_tokens.inc(usage.completion_tokens)
+            counters.cost.inc(usage.cost_usd)
         handle = refs.stored_content(state, action.key, response.message.content) if refs else None
         blob = None if handle is None else handle.id
         step = machine.after_model(state, response, now, blob=blob)
@@ -490,7 +497,9 @@ class AgentOperator(Operator):
             result = "unknown"
         else:
             result = "replayed" if outcome.replayed else "executed"
-        self._metrics.effects.labels(*self._labels, kind.value, result).inc()
+            if kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
+                outcome = replace(outcome, value=json_value(outcome.value))
+        self._counters.effects[kind, result].inc()
         return outcome
 
     # -- safe points ----------------------------------------------------------------------
@@ -499,47 +508,24 @@ class AgentOperator(Operator):
         """Write the run, append its history, publish its event (and result, if finished)."""
         run = step.state
         key = run.run_id.encode()
-        state.put(run_key(run.run_id), run.encode())
+        self._runs.put(state, ctx.partition, run)
         history = {k: step.event[k] for k in ("seq", "step", "type", "status")}
         state.put(
             b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()
         )
-        ctx.emit(self.topics.events, json.dumps(step.event, sort_keys=True).encode(), key=key)
+        ctx.emit(self.topics.events, _EVENTS.encode(step.event).encode(), key=key)
         if run.status.finished:
             ctx.emit(self.topics.results, RunResult.of(run).model_dump_json().encode(), key=key)
             self._finished.append((run.run_id, ctx.partition))
             self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
-        self._track(run)
+        assert self._tracker is not None
+        self._tracker.track(run)
 
     def status_counts(self) -> dict[str, dict[str, int]]:
         """Runs by status, for ``sluicegate status``."""
-        return {"runs": {status.value: n for status, n in self._run_counts.items() if n}}
-
-    def _track(self, run: RunState) -> None:
-        """Count ``run`` under its status; the gauges of a status that changed are updated."""
-        before = self._statuses.get(run.run_id)
-        self._statuses[run.run_id] = run.status
-        if run.status is RunStatus.WAITING_APPROVAL and run.pending_approval is not None:
-            self._waiting_since[run.run_id] = run.pending_approval.proposed_at
-        else:
-            self._waiting_since.pop(run.run_id, None)
-        if rollback.in_rollback(run) and run.status is RunStatus.WAITING_APPROVAL:
-            self._compensation_waits.add(run.run_id)
-        else:
-            self._compensation_waits.discard(run.run_id)
-        self._metrics.compensations_waiting.labels(*self._labels).set(len(self._compensation_waits))
-        if before is not run.status:
-            self._count_run(run.status, +1)
-            if before is not None:
-                self._count_run(before, -1)
-        self._metrics.approvals_waiting.labels(*self._labels).set(len(self._waiting_since))
-        oldest = min(self._waiting_since.values(), default=None)
-        age = 0.0 if oldest is None else max(0.0, self._clock() - oldest)
-        self._metrics.oldest_approval_wait.labels(*self._labels).set(age)
-
-    def _count_run(self, status: RunStatus, delta: int) -> None:
-        self._run_counts[status] += delta
-        self._metrics.runs.labels(*self._labels, status.value).set(self._run_counts[status])
+        if self._tracker is None:
+            return {"runs": {}}
+        return {"runs": {status.value: n for status, n in self._tracker.counts().items()}}
 
     def _export_journal_counts(self) -> None:
         assert self._journal is not None
