@@ -53,6 +53,7 @@ _TRANSIENT = re.compile(
     re.IGNORECASE,
 )
 _READ_OPERATIONS = frozenset({"get", "head", "delete"})
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class ObstoreStorage:
@@ -108,12 +109,16 @@ class ObstoreStorage:
         validate_path(path)
         return await self._upload(path, local_path)
 
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
         """Store a local file under ``<prefix>/<sha256>`` unless that key exists.
 
         Steps:
 
-        1. hash the local file in a worker thread, streaming;
+        1. hash the local file in a worker thread, streaming; a ``sha256`` given by the caller
+           (computed moments before, e.g. in a checkpoint's inventory) saves that read, with
+           the size from ``stat``;
         2. HEAD ``<prefix>/<sha256>``: present with the same size means the
            content is already stored, so return ``uploaded=False``;
            present with another size means a damaged copy, which is replaced;
@@ -125,15 +130,20 @@ class ObstoreStorage:
         overwrite writes identical bytes, so the key stays valid.
         """
         validate_prefix(prefix)
-        size, sha256 = await asyncio.to_thread(_hash_file, local_path, self._chunk_size)
-        path = join(prefix, sha256) if prefix else validate_path(sha256)
+        if sha256 is None:
+            size, digest = await asyncio.to_thread(_hash_file, local_path, self._chunk_size)
+        elif _SHA256_HEX.fullmatch(sha256):
+            size, digest = os.stat(local_path).st_size, sha256  # one syscall: no thread
+        else:
+            raise ValueError(f"sha256 must be 64 lowercase hex digits, got {sha256!r}")
+        path = join(prefix, digest) if prefix else validate_path(digest)
         try:
             stored_size: int | None = await self.size(path)
         except NotFoundError:
             stored_size = None
         if stored_size == size:
             logger.debug("skip upload of %s: already stored", local_path, extra={"path": path})
-            return ContentAddressedUpload(StoredFile(path, size, sha256), uploaded=False)
+            return ContentAddressedUpload(StoredFile(path, size, digest), uploaded=False)
         if stored_size is not None:
             logger.warning(
                 "replacing %s: stored size %d differs from content size %d",
@@ -143,9 +153,9 @@ class ObstoreStorage:
                 extra={"path": path},
             )
         stored = await self._upload(path, local_path)
-        if stored.sha256 != sha256:
+        if stored.sha256 != digest:
             await self.delete(path)
-            raise LocalFileChangedError(local_path, sha256, stored.sha256)
+            raise LocalFileChangedError(local_path, digest, stored.sha256)
         return ContentAddressedUpload(stored, uploaded=True)
 
     async def _upload(self, path: str, local_path: Path) -> StoredFile:
