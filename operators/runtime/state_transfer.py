@@ -135,9 +135,15 @@ class SnapshotStore:
                     prefix, directory / entry.name, sha256=entry.sha256
                 )
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(put(entry)) for entry in entries]
-        return [(entry, task.result()) for entry, task in zip(entries, tasks, strict=True)]
+        tasks = [asyncio.ensure_future(put(entry)) for entry in entries]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:  # raised as it is (a StorageError declines the checkpoint)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return list(zip(entries, results, strict=True))
 
     async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
         """Return a folder holding exactly the files of ``handle``, ready to restore from.

@@ -135,6 +135,7 @@ class RocksDBStateStore:
                 version = codec.encode_schema_version(SCHEMA_VERSION)
                 db.put(codec.META_PREFIX + codec.SCHEMA_VERSION_KEY, version)
                 db.flush(wait=True)
+                store._flushed_sequence = db.latest_sequence_number()
         except BaseException:
             store.close()
             raise
