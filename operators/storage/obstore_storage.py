@@ -32,12 +32,15 @@ if TYPE_CHECKING:
     from obstore import BytesStream
     from obstore.store import ObjectStore
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_MAX_CONCURRENCY", "ObstoreStorage"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_MAX_CONCURRENCY", "INLINE_READ_BYTES", "ObstoreStorage"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 """Read size for local files and part size of multipart uploads (S3 needs >= 5 MiB)."""
+
+INLINE_READ_BYTES = 256 * 1024
+"""Files up to this size are read on the event loop rather than in a worker thread."""
 
 DEFAULT_MAX_CONCURRENCY = 4
 """Parts of one multipart upload in flight at once; bounds memory to about 4 chunks."""
@@ -152,18 +155,26 @@ class ObstoreStorage:
                 size,
                 extra={"path": path},
             )
-        stored = await self._upload(path, local_path)
+        stored = await self._upload(path, local_path, size_hint=size)
         if stored.sha256 != digest:
             await self.delete(path)
             raise LocalFileChangedError(local_path, digest, stored.sha256)
         return ContentAddressedUpload(stored, uploaded=True)
 
-    async def _upload(self, path: str, local_path: Path) -> StoredFile:
+    async def _upload(
+        self, path: str, local_path: Path, *, size_hint: int | None = None
+    ) -> StoredFile:
+        """Send ``local_path`` to ``path``. A file expected to be at most `INLINE_READ_BYTES`
+        (``size_hint``) is read on the event loop: a worker thread would cost more (on a busy
+        loop, one more wait of every task's turn) than reading a few page-cached KiB."""
         hasher = _Hasher()
         # Opened here, not in a worker thread: a cancellation while a thread
         # opens the file would drop the handle unclosed.
         with local_path.open("rb") as handle:
-            first = await asyncio.to_thread(hasher.read, handle, self._chunk_size)
+            if size_hint is not None and size_hint <= INLINE_READ_BYTES:
+                first = hasher.read(handle, self._chunk_size)
+            else:
+                first = await asyncio.to_thread(hasher.read, handle, self._chunk_size)
             if len(first) < self._chunk_size:
                 # The whole file fits in one chunk: one plain PUT, no multipart.
                 with _translated("put", path):
