@@ -44,17 +44,31 @@ checkpoints; auto compaction stays on:
 * level compaction with ``level_compaction_dynamic_level_bytes``: most data
   sits in the last level, which is rewritten only when the level above
   overflows, so most SST bytes survive from one checkpoint to the next;
-* ``target_file_size_base`` 1 MiB (RocksDB default: 64 MiB) and
-  ``max_bytes_for_level_base`` 2 MiB: a compaction rewrites (and the next
+* ``target_file_size_base`` 256 KiB (RocksDB default: 64 MiB) and
+  ``max_bytes_for_level_base`` 1 MiB: a compaction rewrites (and the next
   checkpoint re-uploads) only the small files overlapping its key range, and
-  an L0 compaction, which merges into all of L1 when updates are spread over
-  the key space, rewrites at most about 2 MiB. ``bench.incremental_upload``
-  (1% of the keys updated per checkpoint, 50 checkpoints, uploaded / changed
-  bytes): at 200k keys the mean is 1.8x and the worst checkpoint 10.8x, where
-  2 and 8 MiB gave 4.2x and 18.9x; at 1M keys 1.8x and 11x either way. The
-  cost is more files (about 1,000 per GiB of state) and one more level;
-* each checkpoint flushes the memtable, so L0 files hold one interval's writes;
-  the 32 MiB write buffer only matters for intervals that write more;
+  an L0 compaction, which merges into all of the base level when updates are
+  spread over the key space, rewrites at most about 1 MiB;
+* a 2 MiB write buffer (RocksDB default: 64 MiB): each checkpoint flushes the
+  memtable anyway, so L0 files hold one interval's writes, but a bulk load (the
+  first interval, a restore from a savepoint) is flushed as several files, not
+  as one SST of the whole state that sits in the last level until any later
+  compaction touching it rewrites (and re-uploads) all of it;
+* ``level0_file_num_compaction_trigger`` 8 (RocksDB default: 4): an L0
+  compaction rewrites the whole base level whatever the number of L0 files it
+  takes, so waiting for 8 halves how often that happens; reads check up to 8
+  more small files, behind their bloom filters.
+
+  ``bench.incremental_upload`` (1% of the keys updated per checkpoint, 50
+  checkpoints, uploaded / changed bytes, mean and worst checkpoint): at 200k
+  keys 1.1-1.2x and 9.0x in 5 runs (1.4-1.8x and 9.4-10.8x in 6 runs with
+  the former 1 MiB files, 2 MiB base, 32 MiB buffer, trigger 4); at 1M keys
+  1.4x and 4.1x (formerly 1.8x and 11.1x). Smaller bases or files alone made
+  the worst case worse (17-21x: a push-down into the last level rewrote the
+  one big SST of the initial load), larger ones too (4 MiB base: 18.9x), and
+  zstd, universal compaction or static level sizes did not help (10.8-16x).
+  The cost is more files: about 4,000 per GiB of state, each hard-linked by
+  every local checkpoint and listed in every checkpoint manifest;
 * a 10 bit-per-key bloom filter: point reads by key are the common access;
 * ``max_pending_writes`` (10,000 keys) bounds the pending write batch.
 """
@@ -160,9 +174,10 @@ def decode_json(raw: bytes) -> Any:
 class RocksDBOptions:
     """Tuning of the subtask's database; defaults explained in the module docstring."""
 
-    target_file_size_bytes: int = 1 * _MIB
-    max_bytes_for_level_base: int = 2 * _MIB
-    write_buffer_size_bytes: int = 32 * _MIB
+    target_file_size_bytes: int = _MIB // 4
+    max_bytes_for_level_base: int = 1 * _MIB
+    write_buffer_size_bytes: int = 2 * _MIB
+    level0_compaction_trigger: int = 8
     bloom_bits_per_key: int = 10
     max_pending_writes: int = 10_000
 
@@ -175,6 +190,7 @@ class RocksDBOptions:
         options.set_target_file_size_base(self.target_file_size_bytes)
         options.set_max_bytes_for_level_base(self.max_bytes_for_level_base)
         options.set_write_buffer_size(self.write_buffer_size_bytes)
+        options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         table = BlockBasedOptions()
         table.set_bloom_filter(self.bloom_bits_per_key, False)
         options.set_block_based_table_factory(table)
