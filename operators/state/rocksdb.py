@@ -105,6 +105,8 @@ class RocksDBStateStore:
         self._metadata = RocksDBPartitionState(
             self, codec.META_PREFIX, frozenset({codec.SCHEMA_VERSION_KEY})
         )
+        self._flushed_sequence = -1
+        """Latest sequence number when the memtable was last flushed (-1: not yet)."""
         self._last_checkpoint: tuple[int, LocalCheckpoint] | None = None
         """The latest local checkpoint and the sequence number it holds."""
 
@@ -133,6 +135,7 @@ class RocksDBStateStore:
                 version = codec.encode_schema_version(SCHEMA_VERSION)
                 db.put(codec.META_PREFIX + codec.SCHEMA_VERSION_KEY, version)
                 db.flush(wait=True)
+                store._flushed_sequence = db.latest_sequence_number()
         except BaseException:
             store.close()
             raise
@@ -220,6 +223,28 @@ class RocksDBStateStore:
             raise StateIOError("write batch", self._path, str(exc)) from exc
         self._pending.clear()
 
+    def flush_memtable(self) -> None:
+        """Apply the pending write batch and flush the memtable to an SST, if anything changed
+        since the last flush. RocksDB releases the GIL while it writes the SST, so a subtask
+        calls this from a worker thread right before :meth:`take_local_checkpoint`, and the
+        other subtasks of the process run meanwhile; nothing else may use the store until it
+        returns."""
+        self.flush_batch()
+        db = self._require_open()
+        sequence: int = db.latest_sequence_number()
+        if sequence == self._flushed_sequence:
+            return
+        try:
+            db.flush(wait=True)
+        except Exception as exc:
+            raise StateIOError("flush", self._path, str(exc)) from exc
+        self._flushed_sequence = sequence
+
+    def has_unflushed_writes(self) -> bool:
+        """Whether :meth:`flush_memtable` would have anything to do."""
+        db = self._require_open()
+        return bool(self._pending) or db.latest_sequence_number() != self._flushed_sequence
+
     def take_local_checkpoint(
         self, checkpoint_id: int, root: Path, *, uploaded: Mapping[SstKey, str] | None = None
     ) -> LocalCheckpoint:
@@ -245,6 +270,7 @@ class RocksDBStateStore:
             local = create_local_checkpoint(
                 db, self._path, checkpoint_id, root, uploaded=uploaded or {}
             )
+            self._flushed_sequence = sequence
         self._last_checkpoint = (sequence, local)
         elapsed = time.perf_counter() - started
         inventory = local.inventory.model_copy(update={"sync_duration_seconds": elapsed})

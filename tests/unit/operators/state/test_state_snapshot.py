@@ -250,3 +250,17 @@ def test_a_damaged_previous_checkpoint_is_not_reused(tmp_path: Path) -> None:
         expected = _dump(store)
     with RocksDBStateStore.restore(second.directory, tmp_path / "restored") as restored:
         assert _dump(restored) == expected
+
+
+def test_flush_memtable_writes_pending_rows_to_an_sst_once(tmp_path: Path) -> None:
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        assert not store.has_unflushed_writes()
+        store.partition("t", 0).put(b"k", b"v")
+        assert store.has_unflushed_writes()
+        store.flush_memtable()
+        assert not store.has_unflushed_writes()
+        assert store.pending_writes == 0
+        assert store.partition("t", 0).get(b"k") == b"v"
+        ssts = {p.name for p in (tmp_path / "db").glob("*.sst")}
+        store.flush_memtable()  # nothing new: no new SST
+        assert {p.name for p in (tmp_path / "db").glob("*.sst")} == ssts
