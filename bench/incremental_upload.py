@@ -8,7 +8,8 @@ real local storage). An incremental checkpoint uploads the SSTs that are new sin
 one: the flushed memtable (about the changed bytes) plus whatever compaction rewrote. The
 ratio uploaded / changed is that write amplification as checkpoints see it; the table prints
 its mean over all rounds, its median and its worst round, for the RocksDB options given
-(``--target-file-mb``, ``--level-base-mb``). Bytes, not seconds: a loaded machine changes
+(``--target-file-mb``, ``--level-base-mb``, ``--write-buffer-mb``, ``--l0-trigger``; the
+defaults of `RocksDBOptions` otherwise). Bytes, not seconds: a loaded machine changes
 little of it (compaction runs in the background, so a round may differ a little between
 runs).
 """
@@ -63,16 +64,16 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.01)
     parser.add_argument("--target-file-mb", type=float, default=None)
     parser.add_argument("--level-base-mb", type=float, default=None)
+    parser.add_argument("--write-buffer-mb", type=float, default=None)
+    parser.add_argument("--l0-trigger", type=int, default=None)
     args = parser.parse_args()
-    defaults = RocksDBOptions()
-    options = RocksDBOptions(
-        target_file_size_bytes=int(args.target_file_mb * _MIB)
-        if args.target_file_mb
-        else defaults.target_file_size_bytes,
-        max_bytes_for_level_base=int(args.level_base_mb * _MIB)
-        if args.level_base_mb
-        else defaults.max_bytes_for_level_base,
-    )
+    given = {
+        "target_file_size_bytes": args.target_file_mb and int(args.target_file_mb * _MIB),
+        "max_bytes_for_level_base": args.level_base_mb and int(args.level_base_mb * _MIB),
+        "write_buffer_size_bytes": args.write_buffer_mb and int(args.write_buffer_mb * _MIB),
+        "level0_compaction_trigger": args.l0_trigger,
+    }
+    options = RocksDBOptions(**{k: v for k, v in given.items() if v is not None})
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as root:
         ratios = asyncio.run(
             measure(args.keys, args.checkpoints, args.fraction, options, Path(root))
@@ -80,7 +81,18 @@ def main() -> None:
     report_table(
         "incremental_upload",
         "Incremental upload: uploaded / changed bytes per checkpoint",
-        ("keys", "updated", "checkpoints", "target MB", "level base MB", "mean", "median", "worst"),
+        (
+            "keys",
+            "updated",
+            "checkpoints",
+            "target MB",
+            "level base MB",
+            "buffer MB",
+            "L0 trigger",
+            "mean",
+            "median",
+            "worst",
+        ),
         [
             (
                 f"{args.keys:,}",
@@ -88,6 +100,8 @@ def main() -> None:
                 str(args.checkpoints),
                 f"{options.target_file_size_bytes / _MIB:g}",
                 f"{options.max_bytes_for_level_base / _MIB:g}",
+                f"{options.write_buffer_size_bytes / _MIB:g}",
+                str(options.level0_compaction_trigger),
                 f"{mean(ratios):.2f}x",
                 f"{median(ratios):.2f}x",
                 f"{max(ratios):.2f}x",

@@ -24,8 +24,10 @@ class DelegatingStorage:
     async def put_file(self, path: str, local_path: Path) -> StoredFile:
         return await self.inner.put_file(path, local_path)
 
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
-        return await self.inner.put_content_addressed(prefix, local_path)
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
+        return await self.inner.put_content_addressed(prefix, local_path, sha256=sha256)
 
     async def get(self, path: str) -> bytes:
         return await self.inner.get(path)

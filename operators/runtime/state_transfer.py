@@ -2,10 +2,12 @@
 
 The asynchronous phase of a checkpoint (DESIGN.md, "Barrier protocol"):
 
-1. checksum the files whose sha256 is not known yet (in a worker thread);
+1. checksum the files whose sha256 is not known yet (in a worker thread; storage is given
+   that checksum instead of hashing each file again, and refuses bytes sent that differ);
 2. upload every new SST file, content-addressed under ``shared/<sha256>`` (numbers in SST file
    names repeat after a restore, so storage never addresses them by name);
 3. then MANIFEST, CURRENT, OPTIONS and the rest, content-addressed the same way;
+   the files of each step go up concurrently (`UPLOAD_CONCURRENCY` at once);
 4. return the `StateHandle` the subtask acks with: every file's local name, storage path, size
    and checksum, which is all a restore needs.
 
@@ -25,24 +27,29 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.runtime.exceptions import CorruptCheckpointError
 from operators.state.local_checkpoint import (
+    CheckpointFile,
     CheckpointInventory,
     FileKind,
     LocalCheckpoint,
     SstKey,
     classify,
 )
-from operators.storage import Storage, StoredFile
+from operators.storage import ContentAddressedUpload, Storage, StoredFile
 from operators.storage.layout import SHARED, full_checkpoint_files, full_checkpoint_marker
 
-__all__ = ["SnapshotStore", "UploadResult", "sst_checksums"]
+__all__ = ["UPLOAD_CONCURRENCY", "SnapshotStore", "UploadResult", "sst_checksums"]
 
 logger = logging.getLogger(__name__)
+
+UPLOAD_CONCURRENCY = 8
+"""Files of one checkpoint uploaded at once (bounds memory: each holds one chunk)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +72,20 @@ class SnapshotStore:
     async def upload(self, local: LocalCheckpoint) -> UploadResult:
         """Run the asynchronous phase for ``local``; steps in the module docstring."""
         started = time.perf_counter()
-        inventory: CheckpointInventory = await asyncio.to_thread(
-            local.inventory.with_checksums, local.directory
+        inventory, full = await asyncio.gather(
+            asyncio.to_thread(local.inventory.with_checksums, local.directory),
+            self._storage.exists(full_checkpoint_marker(local.inventory.checkpoint_id)),
         )
-        if await self._storage.exists(full_checkpoint_marker(inventory.checkpoint_id)):
+        if full:
             return await self._upload_full(local, inventory, started)
-        new_names = {f.name for f in inventory.to_upload()}
-        uploaded_bytes = 0
-        files: list[SnapshotFile] = []
-        for entry in inventory.to_upload():
-            result = await self._storage.put_content_addressed(SHARED, local.directory / entry.name)
-            uploaded_bytes += result.uploaded_bytes
-            files.append(_snapshot_file(entry.name, result.file))
+        ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
+        rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
+        new_names = {f.name for f in (*ssts, *rest)}
+        uploads = [
+            *await self._put_all(SHARED, local.directory, ssts),
+            *await self._put_all(SHARED, local.directory, rest),  # after the SSTs
+        ]
+        files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
         for entry in inventory.files:
             if entry.name not in new_names:
                 assert entry.sha256 is not None  # known SSTs come with their checksum
@@ -93,7 +102,7 @@ class SnapshotStore:
             checkpoint_id=inventory.checkpoint_id,
             files=tuple(sorted(files, key=lambda f: f.name)),
             full_bytes=sum(f.size for f in inventory.files),
-            uploaded_bytes=uploaded_bytes,
+            uploaded_bytes=sum(result.uploaded_bytes for _, result in uploads),
         )
         return UploadResult(handle, time.perf_counter() - started)
 
@@ -101,10 +110,8 @@ class SnapshotStore:
         self, local: LocalCheckpoint, inventory: CheckpointInventory, started: float
     ) -> UploadResult:
         prefix = full_checkpoint_files(inventory.checkpoint_id)
-        files = []
-        for entry in inventory.files:
-            result = await self._storage.put_content_addressed(prefix, local.directory / entry.name)
-            files.append(_snapshot_file(entry.name, result.file))
+        uploads = await self._put_all(prefix, local.directory, inventory.files)
+        files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
         handle = StateHandle(
             checkpoint_id=inventory.checkpoint_id,
             files=tuple(sorted(files, key=lambda f: f.name)),
@@ -112,6 +119,31 @@ class SnapshotStore:
             uploaded_bytes=sum(f.size for f in inventory.files),
         )
         return UploadResult(handle, time.perf_counter() - started)
+
+    async def _put_all(
+        self, prefix: str, directory: Path, entries: Sequence[CheckpointFile]
+    ) -> list[tuple[CheckpointFile, ContentAddressedUpload]]:
+        """Put ``entries`` content-addressed under ``prefix``, up to `UPLOAD_CONCURRENCY` at
+        once (a sequential loop waited for the event loop once per step of every file: on a
+        busy subtask that made the asynchronous phase most of a second); the first failure
+        cancels the others and is raised."""
+        slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
+
+        async def put(entry: CheckpointFile) -> ContentAddressedUpload:
+            async with slots:
+                return await self._storage.put_content_addressed(
+                    prefix, directory / entry.name, sha256=entry.sha256
+                )
+
+        tasks = [asyncio.ensure_future(put(entry)) for entry in entries]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:  # raised as it is (a StorageError declines the checkpoint)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return list(zip(entries, results, strict=True))
 
     async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
         """Return a folder holding exactly the files of ``handle``, ready to restore from.

@@ -474,6 +474,10 @@ class Subtask:
         if self._upload is not None:
             await self._upload  # at most one upload at a time; normally long finished
         started = time.perf_counter()
+        if self._store.has_unflushed_writes():
+            # RocksDB writes the SST without the GIL: the subtasks sharing this process run
+            # meanwhile; this one waits (nothing else uses its store until the snapshot ends).
+            await asyncio.to_thread(self._store.flush_memtable)
         local = self._store.take_local_checkpoint(
             n, self._checkpoints_dir, uploaded=self._snapshots.uploaded
         )

@@ -48,13 +48,32 @@ checkpoints; auto compaction stays on:
   ``max_bytes_for_level_base`` 2 MiB: a compaction rewrites (and the next
   checkpoint re-uploads) only the small files overlapping its key range, and
   an L0 compaction, which merges into all of L1 when updates are spread over
-  the key space, rewrites at most about 2 MiB. ``bench.incremental_upload``
-  (1% of the keys updated per checkpoint, 50 checkpoints, uploaded / changed
-  bytes): at 200k keys the mean is 1.8x and the worst checkpoint 10.8x, where
-  2 and 8 MiB gave 4.2x and 18.9x; at 1M keys 1.8x and 11x either way. The
-  cost is more files (about 1,000 per GiB of state) and one more level;
+  the key space, rewrites at most about 2 MiB. The cost is more files (about
+  1,000 per GiB of state) and one more level;
 * each checkpoint flushes the memtable, so L0 files hold one interval's writes;
-  the 32 MiB write buffer only matters for intervals that write more;
+  the 32 MiB write buffer only matters for intervals that write more: such an
+  interval (a bulk load) becomes one SST, which compaction moves to the last
+  level without rewriting it;
+* ``level0_file_num_compaction_trigger`` 4 (RocksDB's default).
+
+  ``bench.incremental_upload`` (1% of the keys updated per checkpoint, 50
+  checkpoints, uploaded / changed bytes): at 200k keys the mean is 1.4-1.8x
+  and the worst checkpoint 9.4-10.8x over 6 runs (compactions run in the
+  background, so which checkpoint uploads their output varies); at 1M keys
+  1.8x and 11.1x. The worst checkpoint is the one after an L0 compaction: it
+  rewrites the whole base level, which grows with the keys updated since the
+  base level was last pushed down. Measured alternatives (200k keys, worst):
+  2 and 8 MiB files 4.2x mean and 18.9x; 4 MiB base 18.9x; 256-512 KiB files
+  with 0.25-1 MiB bases 17-21x (a push-down into the last level rewrote the
+  one SST of the initial load whole); zstd 12.4x; universal compaction 16.1x;
+  static level sizes 10.8x; L0 trigger 8 0.9-1.1x mean, 9.4-10.8x worst.
+  256 KiB files, 1 MiB base, 2 MiB write buffer and L0 trigger 8 gave 1.1x
+  and 9.0x in 5 runs (1M keys: 1.4x and 4.1x), but a bulk load is then
+  flushed as several overlapping files that the size-based L0 score compacts
+  right away: after 200k rows written in key-interleaved order, the next
+  checkpoint uploaded 65% of the state instead of under 20%
+  (``tests/unit/operators/state/test_state_incremental.py``), so the defaults
+  stay;
 * a 10 bit-per-key bloom filter: point reads by key are the common access;
 * ``max_pending_writes`` (10,000 keys) bounds the pending write batch.
 """
@@ -163,6 +182,7 @@ class RocksDBOptions:
     target_file_size_bytes: int = 1 * _MIB
     max_bytes_for_level_base: int = 2 * _MIB
     write_buffer_size_bytes: int = 32 * _MIB
+    level0_compaction_trigger: int = 4
     bloom_bits_per_key: int = 10
     max_pending_writes: int = 10_000
 
@@ -175,6 +195,7 @@ class RocksDBOptions:
         options.set_target_file_size_base(self.target_file_size_bytes)
         options.set_max_bytes_for_level_base(self.max_bytes_for_level_base)
         options.set_write_buffer_size(self.write_buffer_size_bytes)
+        options.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
         table = BlockBasedOptions()
         table.set_bloom_filter(self.bloom_bits_per_key, False)
         options.set_block_based_table_factory(table)

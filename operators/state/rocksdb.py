@@ -38,6 +38,7 @@ from operators.state.local_checkpoint import (
     SstKey,
     create_local_checkpoint,
     materialize_checkpoint,
+    relink_local_checkpoint,
 )
 from operators.state.store import PartitionId, PendingWrites
 
@@ -104,6 +105,10 @@ class RocksDBStateStore:
         self._metadata = RocksDBPartitionState(
             self, codec.META_PREFIX, frozenset({codec.SCHEMA_VERSION_KEY})
         )
+        self._flushed_sequence = -1
+        """Latest sequence number when the memtable was last flushed (-1: not yet)."""
+        self._last_checkpoint: tuple[int, LocalCheckpoint] | None = None
+        """The latest local checkpoint and the sequence number it holds."""
 
     @classmethod
     def open(cls, path: Path, *, options: RocksDBOptions | None = None) -> RocksDBStateStore:
@@ -130,6 +135,7 @@ class RocksDBStateStore:
                 version = codec.encode_schema_version(SCHEMA_VERSION)
                 db.put(codec.META_PREFIX + codec.SCHEMA_VERSION_KEY, version)
                 db.flush(wait=True)
+                store._flushed_sequence = db.latest_sequence_number()
         except BaseException:
             store.close()
             raise
@@ -217,23 +223,55 @@ class RocksDBStateStore:
             raise StateIOError("write batch", self._path, str(exc)) from exc
         self._pending.clear()
 
+    def flush_memtable(self) -> None:
+        """Apply the pending write batch and flush the memtable to an SST, if anything changed
+        since the last flush. RocksDB releases the GIL while it writes the SST, so a subtask
+        calls this from a worker thread right before :meth:`take_local_checkpoint`, and the
+        other subtasks of the process run meanwhile; nothing else may use the store until it
+        returns."""
+        self.flush_batch()
+        db = self._require_open()
+        sequence: int = db.latest_sequence_number()
+        if sequence == self._flushed_sequence:
+            return
+        try:
+            db.flush(wait=True)
+        except Exception as exc:
+            raise StateIOError("flush", self._path, str(exc)) from exc
+        self._flushed_sequence = sequence
+
+    def has_unflushed_writes(self) -> bool:
+        """Whether :meth:`flush_memtable` would have anything to do."""
+        db = self._require_open()
+        return bool(self._pending) or db.latest_sequence_number() != self._flushed_sequence
+
     def take_local_checkpoint(
         self, checkpoint_id: int, root: Path, *, uploaded: Mapping[SstKey, str] | None = None
     ) -> LocalCheckpoint:
         """Take the synchronous part of checkpoint ``checkpoint_id`` into ``root/<checkpoint_id>``.
 
         1. apply the pending write batch, so the checkpoint holds every write so far;
-        2. flush the memtable, create the RocksDB checkpoint (hard links) and list
+        2. when nothing was written since the previous local checkpoint (same latest sequence
+           number) and its folder is still there: link its files into the new folder
+           (:func:`~operators.state.local_checkpoint.relink_local_checkpoint`), RocksDB is
+           not called;
+        3. otherwise flush the memtable, create the RocksDB checkpoint (hard links) and list
            its files: :func:`~operators.state.local_checkpoint.create_local_checkpoint`.
-           SSTs whose ``(name, size)`` is in ``uploaded`` (-> sha256) are not new.
 
-        ``sync_duration_seconds`` of the inventory covers both steps; nothing is hashed.
+        SSTs whose ``(name, size)`` is in ``uploaded`` (-> sha256) are not new.
+        ``sync_duration_seconds`` of the inventory covers these steps; nothing is hashed.
         """
         started = time.perf_counter()
         self.flush_batch()
-        local = create_local_checkpoint(
-            self._require_open(), self._path, checkpoint_id, root, uploaded=uploaded or {}
-        )
+        db = self._require_open()
+        sequence: int = db.latest_sequence_number()
+        local = self._relink_unchanged(sequence, checkpoint_id, root, uploaded or {})
+        if local is None:
+            local = create_local_checkpoint(
+                db, self._path, checkpoint_id, root, uploaded=uploaded or {}
+            )
+            self._flushed_sequence = sequence
+        self._last_checkpoint = (sequence, local)
         elapsed = time.perf_counter() - started
         inventory = local.inventory.model_copy(update={"sync_duration_seconds": elapsed})
         logger.info(
@@ -241,6 +279,20 @@ class RocksDBStateStore:
             extra={"checkpoint_id": checkpoint_id, "sync_seconds": elapsed, "path": str(root)},
         )
         return LocalCheckpoint(directory=local.directory, inventory=inventory)
+
+    def _relink_unchanged(
+        self, sequence: int, checkpoint_id: int, root: Path, uploaded: Mapping[SstKey, str]
+    ) -> LocalCheckpoint | None:
+        """The previous local checkpoint linked anew if the database has not changed since and
+        its folder is whole; else None (a new RocksDB checkpoint is needed)."""
+        previous = self._last_checkpoint
+        if previous is None or previous[0] != sequence or not previous[1].directory.is_dir():
+            return None
+        try:
+            return relink_local_checkpoint(previous[1], checkpoint_id, root, uploaded=uploaded)
+        except StateIOError as exc:  # e.g. a file of it was deleted meanwhile
+            logger.warning("local checkpoint %s not reused: %s", previous[1].directory, exc)
+            return None
 
     def close(self) -> None:
         """Apply pending writes, end open iterations and close the database; idempotent."""

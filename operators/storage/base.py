@@ -86,12 +86,14 @@ class Storage(Protocol):
         """
         ...
 
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
         """Store the local file under ``<prefix>/<sha256>`` unless that key already exists.
 
         Steps, in this order:
 
-        1. hash the local file (streaming);
+        1. hash the local file (streaming), unless the caller gives its ``sha256``;
         2. if ``<prefix>/<sha256>`` exists with the same size, return with
            ``uploaded=False``: nothing is sent (the incremental snapshot);
         3. otherwise stream the file there, hashing again while sending;

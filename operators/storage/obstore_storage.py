@@ -32,12 +32,15 @@ if TYPE_CHECKING:
     from obstore import BytesStream
     from obstore.store import ObjectStore
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_MAX_CONCURRENCY", "ObstoreStorage"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_MAX_CONCURRENCY", "INLINE_READ_BYTES", "ObstoreStorage"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 """Read size for local files and part size of multipart uploads (S3 needs >= 5 MiB)."""
+
+INLINE_READ_BYTES = 256 * 1024
+"""Files up to this size are read on the event loop rather than in a worker thread."""
 
 DEFAULT_MAX_CONCURRENCY = 4
 """Parts of one multipart upload in flight at once; bounds memory to about 4 chunks."""
@@ -53,6 +56,7 @@ _TRANSIENT = re.compile(
     re.IGNORECASE,
 )
 _READ_OPERATIONS = frozenset({"get", "head", "delete"})
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class ObstoreStorage:
@@ -108,12 +112,16 @@ class ObstoreStorage:
         validate_path(path)
         return await self._upload(path, local_path)
 
-    async def put_content_addressed(self, prefix: str, local_path: Path) -> ContentAddressedUpload:
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
         """Store a local file under ``<prefix>/<sha256>`` unless that key exists.
 
         Steps:
 
-        1. hash the local file in a worker thread, streaming;
+        1. hash the local file in a worker thread, streaming; a ``sha256`` given by the caller
+           (computed moments before, e.g. in a checkpoint's inventory) saves that read, with
+           the size from ``stat``;
         2. HEAD ``<prefix>/<sha256>``: present with the same size means the
            content is already stored, so return ``uploaded=False``;
            present with another size means a damaged copy, which is replaced;
@@ -125,15 +133,20 @@ class ObstoreStorage:
         overwrite writes identical bytes, so the key stays valid.
         """
         validate_prefix(prefix)
-        size, sha256 = await asyncio.to_thread(_hash_file, local_path, self._chunk_size)
-        path = join(prefix, sha256) if prefix else validate_path(sha256)
+        if sha256 is None:
+            size, digest = await asyncio.to_thread(_hash_file, local_path, self._chunk_size)
+        elif _SHA256_HEX.fullmatch(sha256):
+            size, digest = os.stat(local_path).st_size, sha256  # one syscall: no thread
+        else:
+            raise ValueError(f"sha256 must be 64 lowercase hex digits, got {sha256!r}")
+        path = join(prefix, digest) if prefix else validate_path(digest)
         try:
             stored_size: int | None = await self.size(path)
         except NotFoundError:
             stored_size = None
         if stored_size == size:
             logger.debug("skip upload of %s: already stored", local_path, extra={"path": path})
-            return ContentAddressedUpload(StoredFile(path, size, sha256), uploaded=False)
+            return ContentAddressedUpload(StoredFile(path, size, digest), uploaded=False)
         if stored_size is not None:
             logger.warning(
                 "replacing %s: stored size %d differs from content size %d",
@@ -142,18 +155,26 @@ class ObstoreStorage:
                 size,
                 extra={"path": path},
             )
-        stored = await self._upload(path, local_path)
-        if stored.sha256 != sha256:
+        stored = await self._upload(path, local_path, size_hint=size)
+        if stored.sha256 != digest:
             await self.delete(path)
-            raise LocalFileChangedError(local_path, sha256, stored.sha256)
+            raise LocalFileChangedError(local_path, digest, stored.sha256)
         return ContentAddressedUpload(stored, uploaded=True)
 
-    async def _upload(self, path: str, local_path: Path) -> StoredFile:
+    async def _upload(
+        self, path: str, local_path: Path, *, size_hint: int | None = None
+    ) -> StoredFile:
+        """Send ``local_path`` to ``path``. A file expected to be at most `INLINE_READ_BYTES`
+        (``size_hint``) is read on the event loop: a worker thread would cost more (on a busy
+        loop, one more wait of every task's turn) than reading a few page-cached KiB."""
         hasher = _Hasher()
         # Opened here, not in a worker thread: a cancellation while a thread
         # opens the file would drop the handle unclosed.
         with local_path.open("rb") as handle:
-            first = await asyncio.to_thread(hasher.read, handle, self._chunk_size)
+            if size_hint is not None and size_hint <= INLINE_READ_BYTES:
+                first = hasher.read(handle, self._chunk_size)
+            else:
+                first = await asyncio.to_thread(hasher.read, handle, self._chunk_size)
             if len(first) < self._chunk_size:
                 # The whole file fits in one chunk: one plain PUT, no multipart.
                 with _translated("put", path):

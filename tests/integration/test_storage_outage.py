@@ -34,11 +34,11 @@ class OutageStorage:
         if name not in _WRITES:
             return method
 
-        async def write(path: str, *args: Any) -> Any:
+        async def write(path: str, *args: Any, **kwargs: Any) -> Any:
             if self.down:
                 self.refused += 1
                 raise StorageUnavailableError(name, path, "injected outage")
-            return await method(path, *args)
+            return await method(path, *args, **kwargs)
 
         return write
 

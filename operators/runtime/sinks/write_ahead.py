@@ -9,6 +9,7 @@ read correctly or refused, never misread.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
@@ -91,7 +92,12 @@ class WriteAheadLog:
         """The outputs of intervals in ``(published, up_to]``; rows of intervals ≤
         ``published`` (restored from a checkpoint older than the last publication) are listed
         for removal and never decoded."""
-        rows = [(k, v) for k, v in self._state.items(prefix=_WAL) if _interval_of(k) <= up_to]
+        rows: list[tuple[bytes, bytes]] = []
+        with contextlib.closing(self._state.items(prefix=_WAL)) as stored:
+            for key, value in stored:  # in interval order: stop at the first one after up_to
+                if _interval_of(key) > up_to:
+                    break
+                rows.append((key, value))
         outputs = [decode_output(v) for k, v in rows if _interval_of(k) > published]
         return Due(up_to, outputs, [k for k, _ in rows])
 

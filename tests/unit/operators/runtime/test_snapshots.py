@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 
@@ -9,7 +10,14 @@ import pytest
 
 from operators.runtime.state_transfer import SnapshotStore
 from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import CorruptFileError, open_storage
+from operators.storage import (
+    ContentAddressedUpload,
+    CorruptFileError,
+    Storage,
+    StorageUnavailableError,
+    open_storage,
+)
+from tests.storage_wrappers import DelegatingStorage
 
 
 async def test_one_percent_of_a_million_keys_uploads_a_small_fraction(tmp_path: Path) -> None:
@@ -55,3 +63,55 @@ async def test_restore_prefers_the_local_copy_and_verifies_downloads(tmp_path: P
     stored.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError):
         await snapshots.fetch(handle, tmp_path / "third")
+
+
+class _FailingSstUploads(DelegatingStorage):
+    """Refuses every SST upload (a storage outage), counting the calls that started."""
+
+    def __init__(self, inner: Storage) -> None:
+        super().__init__(inner)
+        self.started = 0
+
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
+        self.started += 1
+        if local_path.name.endswith(".sst"):
+            raise StorageUnavailableError("put", prefix, "outage")
+        return await super().put_content_addressed(prefix, local_path, sha256=sha256)
+
+
+async def test_a_failed_file_upload_fails_the_upload_with_the_storage_error(
+    tmp_path: Path,
+) -> None:
+    storage = _FailingSstUploads(open_storage(tmp_path / "storage"))
+    snapshots = SnapshotStore(storage)
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        for i in range(3):  # three flushes: three SSTs besides the schema version's
+            store.partition("t", 0).put(b"k%d" % i, b"v")
+            store.flush_memtable()
+        local = store.take_local_checkpoint(1, tmp_path / "cp")
+    ssts = [f for f in local.inventory.files if f.name.endswith(".sst")]
+    assert len(ssts) >= 3
+    with pytest.raises(StorageUnavailableError):  # not an ExceptionGroup: the subtask declines
+        await snapshots.upload(local)
+    assert storage.started == len(ssts)  # the SSTs went first; MANIFEST and the rest never did
+    assert snapshots.uploaded == {}
+
+
+async def test_concurrent_uploads_give_the_same_handle_as_one_by_one(tmp_path: Path) -> None:
+    storage = open_storage(tmp_path / "storage")
+    snapshots = SnapshotStore(storage)
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        for i in range(20):
+            store.partition("t", 0).put(b"k%d" % i, b"v%d" % i)
+            store.flush_memtable()
+        local = store.take_local_checkpoint(1, tmp_path / "cp")
+    result = await snapshots.upload(local)
+    names = {f.name for f in local.inventory.files}
+    assert {f.name for f in result.handle.files} == names
+    for f in result.handle.files:
+        data = (local.directory / f.name).read_bytes()
+        assert (f.size, f.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+        assert f.path == f"shared/{f.sha256}"
+    assert result.handle.uploaded_bytes == result.handle.full_bytes

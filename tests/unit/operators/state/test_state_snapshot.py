@@ -214,3 +214,53 @@ def test_restore_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     with pytest.raises(RestoreSourceError, match="not empty") as caught:
         RocksDBStateStore.restore(local.directory, tmp_path / "restored")
     assert caught.value.into_dir == tmp_path / "restored"
+
+
+def test_an_unchanged_store_links_its_previous_checkpoint_instead_of_a_new_one(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "checkpoints"
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        _fill(store)
+        first = store.take_local_checkpoint(1, root)
+        second = store.take_local_checkpoint(2, root)  # nothing written in between
+        assert [(f.name, f.size) for f in second.inventory.files] == [
+            (f.name, f.size) for f in first.inventory.files
+        ]
+        for f in first.inventory.files:  # the same files: linked, not written again
+            assert os.path.samefile(first.directory / f.name, second.directory / f.name)
+        assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no staging left
+
+        store.partition("t", 0).put(b"late", b"row")
+        third = store.take_local_checkpoint(3, root)
+        assert {f.name for f in third.inventory.files} != {f.name for f in second.inventory.files}
+        expected = _dump(store)
+    for n in (2, 3):
+        with RocksDBStateStore.restore(root / str(n), tmp_path / f"restored-{n}") as restored:
+            assert (_dump(restored) == expected) is (n == 3)
+
+
+def test_a_damaged_previous_checkpoint_is_not_reused(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        _fill(store)
+        first = store.take_local_checkpoint(1, root)
+        (first.directory / "CURRENT").unlink()
+        second = store.take_local_checkpoint(2, root)
+        expected = _dump(store)
+    with RocksDBStateStore.restore(second.directory, tmp_path / "restored") as restored:
+        assert _dump(restored) == expected
+
+
+def test_flush_memtable_writes_pending_rows_to_an_sst_once(tmp_path: Path) -> None:
+    with RocksDBStateStore.open(tmp_path / "db") as store:
+        assert not store.has_unflushed_writes()
+        store.partition("t", 0).put(b"k", b"v")
+        assert store.has_unflushed_writes()
+        store.flush_memtable()
+        assert not store.has_unflushed_writes()
+        assert store.pending_writes == 0
+        assert store.partition("t", 0).get(b"k") == b"v"
+        ssts = {p.name for p in (tmp_path / "db").glob("*.sst")}
+        store.flush_memtable()  # nothing new: no new SST
+        assert {p.name for p in (tmp_path / "db").glob("*.sst")} == ssts

@@ -25,6 +25,7 @@ from operators.storage import (
     AlreadyExistsError,
     CorruptFileError,
     InvalidPathError,
+    LocalFileChangedError,
     NotFoundError,
     ObstoreStorage,
     Storage,
@@ -219,6 +220,24 @@ class TestStorageContract:
         result = await backend.storage.put_content_addressed(layout.SHARED, local)
         assert result.uploaded
         assert await backend.storage.get_verified(result.file) == data
+
+    async def test_content_addressed_upload_takes_the_callers_checksum_and_checks_it(
+        self, backend: Backend, tmp_path: Path
+    ) -> None:
+        data = os.urandom(30_000)
+        local = write_local(tmp_path / "000012.sst", data)
+        result = await backend.storage.put_content_addressed(
+            layout.SHARED, local, sha256=sha256(data)
+        )
+        assert result.file == StoredFile(layout.shared_file(sha256(data)), len(data), sha256(data))
+        assert await backend.storage.get_verified(result.file) == data
+
+        wrong = sha256(b"other content")
+        with pytest.raises(LocalFileChangedError):
+            await backend.storage.put_content_addressed(layout.SHARED, local, sha256=wrong)
+        assert not await backend.storage.exists(layout.shared_file(wrong))
+        with pytest.raises(ValueError, match="64 lowercase hex"):
+            await backend.storage.put_content_addressed(layout.SHARED, local, sha256="ABC")
 
     async def test_list_is_recursive_sorted_and_matches_whole_segments(
         self, backend: Backend
