@@ -4,6 +4,7 @@ reads back."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,11 +13,13 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from bench.peers_wordcount import (
+    NotReadyError,
     Setup,
     WrongCountsError,
     check_counts,
     faust_guarantee_at,
     guarantee_of,
+    started_within,
 )
 from bench.report import load, markdown_table
 from bench.table import record, report_table
@@ -88,3 +91,29 @@ def test_the_report_refuses_lines_that_are_not_results(tmp_path: Path) -> None:
     path.write_text(json.dumps({"bench": "x", "kind": "table"}) + "\n" + json.dumps([1]) + "\n")
     with pytest.raises(ValueError, match=r"results.jsonl:2: not a benchmark result"):
         load(path)
+
+
+def test_a_system_that_never_started_is_run_again_on_fresh_topics() -> None:
+    calls: list[int] = []
+
+    async def flaky() -> float:
+        calls.append(1)
+        if len(calls) < 3:
+            raise NotReadyError("warm-up: 2 of 4 counts within 180 s")
+        return 4.2
+
+    assert asyncio.run(started_within(3, "faust x2", flaky)) == 4.2
+    assert len(calls) == 3
+
+
+def test_a_system_that_never_starts_or_stalls_after_starting_voids_the_benchmark() -> None:
+    async def never() -> float:
+        raise NotReadyError("warm-up: 0 of 4 counts within 180 s")
+
+    async def stalls() -> float:
+        raise TimeoutError("9000 of 20000 counts within 1800 s")
+
+    with pytest.raises(NotReadyError):
+        asyncio.run(started_within(2, "faust x2", never))
+    with pytest.raises(TimeoutError, match="9000 of 20000"):
+        asyncio.run(started_within(3, "faust x2", stalls))
