@@ -72,8 +72,9 @@ class OperatorCalls:
     ) -> None:
         self._name, self._uid = name, uid
         self._operator = operator
-        op = operator
-        self._process = op.function if isinstance(op, FunctionOperator) else op.process
+        self._process = (
+            operator.function if isinstance(operator, FunctionOperator) else operator.process
+        )
         self.direct = not _is_async_callable(self._process)
         """A synchronous process function: records are processed without a coroutine."""
         self.executor = KeyedExecutor(max_in_flight)
@@ -93,18 +94,14 @@ class OperatorCalls:
                 await self._dead_letter(incoming, failure)
             return
         record = record_of(incoming)
-        ctx = RecordContext(
-            incoming.topic, incoming.partition, record, self._states, time.monotonic
-        )
+        ctx = self._context(incoming.topic, incoming.partition, record)
         await self.executor.submit(record.key, lambda: self._call(incoming, record, ctx))
 
     def call_now(self, incoming: Incoming) -> Exception | None:
         """Process ``incoming`` with the synchronous process function; the exception that
         dead-letters it, if any."""
         record = record_of(incoming)
-        ctx = RecordContext(
-            incoming.topic, incoming.partition, record, self._states, time.monotonic
-        )
+        ctx = self._context(incoming.topic, incoming.partition, record)
         try:
             if self._process(record, ctx) is not None:
                 raise TypeError(
