@@ -39,7 +39,9 @@ def build_sinks(
     exactly_once: ExactlyOnceSink | None = None
     at_least_once: AtLeastOnceSink | None = None
     sinks: dict[str, Sink] = {}
-    for topic in graph.operators[subtask.uid].outputs:
+    outputs = graph.operators[subtask.uid].outputs
+    transactional = [t for t in outputs if _is_exactly_once_sink(graph, t)]
+    for topic in outputs:
         spec = graph.topics[topic]
         if spec.kind is not TopicKind.SINK:
             continue
@@ -54,7 +56,13 @@ def build_sinks(
                 transactional_id=f"sluicegate.{graph.name}.{name}",
                 progress_topic=sink_progress_topic(graph.name),
                 subtask=name,
+                topics=transactional,
             )
             exactly_once = ExactlyOnceSink(WriteAheadLog(metadata), transactions, subtask=name)
         sinks[topic] = exactly_once
     return sinks
+
+
+def _is_exactly_once_sink(graph: JobGraph, topic: str) -> bool:
+    spec = graph.topics[topic]
+    return spec.kind is TopicKind.SINK and spec.exactly_once

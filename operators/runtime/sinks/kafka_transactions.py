@@ -2,7 +2,11 @@
 compacted sink-progress topic that records, in the same transaction as the outputs, the last
 checkpoint whose outputs are published.
 
-1. ``start()`` initialises the transactional producer, which fences any zombie holding the same
+1. ``start()`` first ends what Kafka left hanging of this transactional id on the progress
+   partition and the sink topics, as its coordinator recorded it
+   (`operators.kafka.hanging_transactions`: a broker stopped during a commit can lose the
+   markers, and the next step would erase the record of how the transaction ended); then it
+   initialises the transactional producer, which fences any zombie holding the same
    transactional id and aborts its open transaction;
 2. ``read_published()`` reads this sink subtask's last progress record with ``read_committed``
    (0 when there is none). Every sink subtask of the pipeline writes progress to the same
@@ -28,11 +32,18 @@ from collections.abc import Sequence
 from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    IncompatibleBrokerVersion,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from operators.exceptions import RetryableError
 from operators.kafka import KafkaLike
 from operators.kafka import clients as kafka_clients
+from operators.kafka.hanging_transactions import end_hanging
 from operators.runtime.sinks.write_ahead import SinkOutput
 
 __all__ = ["KafkaTransactions", "SinkProgressUnsettledError"]
@@ -43,6 +54,14 @@ _STABLE_WAIT_S = 120.0
 """Longer than a transaction may stay open: the broker aborts one after the producer's
 transaction timeout (60 s by default) when no successor fenced it first."""
 
+_CANNOT_LOOK = (
+    IncompatibleBrokerVersion,
+    NotImplementedError,  # the broker lacks the request versions
+    ClusterAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
+
 
 class SinkProgressUnsettledError(RetryableError):
     """A transaction on the sink-progress topic stayed open: the subtask's own progress cannot
@@ -51,7 +70,8 @@ class SinkProgressUnsettledError(RetryableError):
     def __init__(self, subtask: str, own_offset: int, stable_end: int) -> None:
         super().__init__(
             f"{subtask}: the sink-progress topic's committed end stayed at {stable_end}, before "
-            f"its own progress record at {own_offset}: a transaction is still open there"
+            f"its own progress record at {own_offset}: a transaction is still open there (if it "
+            "stays open, see docs/kafka-broker.md, 'A sink stalls after a broker restart')"
         )
         self.subtask, self.own_offset, self.stable_end = subtask, own_offset, stable_end
 
@@ -60,21 +80,48 @@ class KafkaTransactions:
     """Implements `Transactions` on a real broker; steps in the module docstring."""
 
     def __init__(
-        self, bootstrap: KafkaLike, *, transactional_id: str, progress_topic: str, subtask: str
+        self,
+        bootstrap: KafkaLike,
+        *,
+        transactional_id: str,
+        progress_topic: str,
+        subtask: str,
+        topics: Sequence[str] = (),
     ) -> None:
         self._bootstrap = bootstrap
         self._transactional_id = transactional_id
         self._progress = TopicPartition(progress_topic, 0)
         self._subtask = subtask
+        self._topics = tuple(topics)
+        """The sink topics the transactions write."""
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
+        await self._end_hanging()
         self._producer = kafka_clients.producer(
             self._bootstrap,
             transactional_id=self._transactional_id,
             linger_ms=5,
         )
         await self._producer.start()
+
+    async def _end_hanging(self) -> None:
+        client = kafka_clients.bare_client(self._bootstrap)
+        try:  # started inside: a cancel during the bootstrap must still close it
+            await client.bootstrap()
+            partitions = [self._progress]
+            for topic in self._topics:
+                ids = await client._wait_on_metadata(topic)
+                partitions += [TopicPartition(topic, p) for p in sorted(ids)]
+            await end_hanging(client, self._transactional_id, partitions)
+        except _CANNOT_LOOK as exc:
+            logger.warning(
+                "%s cannot look for transactions Kafka left open (%r); should one stall its "
+                "sink, see docs/kafka-broker.md, 'A sink stalls after a broker restart'",
+                self._subtask, exc,
+            )  # fmt: skip
+        finally:
+            await client.close()
 
     async def stop(self) -> None:
         if self._producer is not None:
