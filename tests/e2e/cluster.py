@@ -60,6 +60,15 @@ class Cluster:
             tails.append(f"--- {log.name}\n" + "\n".join(tail))
         return "\n".join(tails)
 
+    def log_lines(self, name: str, *texts: str) -> str:
+        """The lines of ``name``'s logs (every start, in order) that contain one of ``texts``,
+        each after its log's name: e.g. what each coordinator decided, for a failure's message."""
+        found = []
+        for log in sorted(self.logs.glob(f"{name}.*.log"), key=_log_order):
+            lines = log.read_text(errors="replace").splitlines()
+            found += [f"{log.name}: {line}" for line in lines if any(t in line for t in texts)]
+        return "\n".join(found)
+
     def start(self, name: str, *extra: str) -> None:
         """Start ``name`` (``coordinator`` or a worker id), with ``extra`` arguments."""
         if name == "coordinator":
@@ -79,14 +88,12 @@ class Cluster:
 
     def api_url(self, timeout_s: float = 30) -> str:
         """The HTTP API of the coordinator's latest start (it listens on a port the OS picks)."""
-        log = self.logs / f"coordinator.{self.starts['coordinator']}.log"
 
         def address() -> str | None:
-            for line in log.read_text().splitlines():
-                if line.startswith("coordinator API at "):
-                    return line.removeprefix("coordinator API at ").strip()
-            self.alive()
-            return None
+            found = self.api_address()
+            if found is None:
+                self.alive()
+            return found
 
         return wait_for_sync(
             address,
@@ -94,6 +101,14 @@ class Cluster:
             interval_s=0.1,
             what="the coordinator to print its API address",
         )
+
+    def api_address(self) -> str | None:
+        """The HTTP API of the coordinator's latest start; None until it printed it."""
+        log = self.logs / f"coordinator.{self.starts['coordinator']}.log"
+        for line in log.read_text().splitlines():
+            if line.startswith("coordinator API at "):
+                return line.removeprefix("coordinator API at ").strip()
+        return None
 
     def stop_job(self) -> str:
         """``sluicegate stop`` against the coordinator; what it printed. The stop and the
@@ -136,3 +151,9 @@ class Cluster:
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+def _log_order(log: Path) -> tuple[str, int]:
+    """Process name, then start (``coordinator.10.log`` after ``coordinator.9.log``)."""
+    name, start, _ = log.name.rsplit(".", 2)
+    return name, int(start)

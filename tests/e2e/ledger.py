@@ -72,6 +72,11 @@ class Ledger:
         with self._lock:
             return {key: n for key, n in self.calls.items() if n > 1}
 
+    def in_flight(self) -> int:
+        """Calls that arrived and have not executed yet: writes on the wire."""
+        with self._lock:
+            return sum(1 for key in self.arrived if key not in self.calls)
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()

@@ -6,6 +6,9 @@ outcome, concurrently on two workers.
   every run must finish ``done`` (none ``outcome_unknown``) and no write may execute twice.
   Before, each coordinator start was a global recovery that cut off the calls in flight (left
   ``issued`` without ``done``): runs failed closed, or a retry executed a write again.
+  Each kill waits until the coordinator runs an attempt over both workers, so that there is
+  one to adopt (a kill while a coordinator starts, or while a new attempt or a rebalance has
+  the workers retire their subtasks, leaves nothing running): a restart must adopt it.
 * Workers are SIGKILLed (and come back, so subtasks move between live workers): no write
   executes twice, and only runs whose subtask was on the killed worker may fail
   ``outcome_unknown`` (its call in flight died with it; the tool fails closed). Runs on the
@@ -37,6 +40,10 @@ PARTITIONS = 4
 RUNS = 40
 WRITES = 3
 KILLS = 3
+WAVE = 14
+"""Runs submitted before each coordinator kill (each with WRITES writes)."""
+KILL_AFTER = 5
+"""Writes of a wave that execute before the kill (more are then on the wire)."""
 CUT_OFF_S = 2.0
 """A call that reached the service this long before a kill may have been cut off by it (the
 service answers after 0.3 s)."""
@@ -99,6 +106,11 @@ def results_reader(
     return read
 
 
+def decisions(cluster: Cluster) -> str:
+    """What each coordinator start decided: adopted, took a new attempt (and why), assigned."""
+    return cluster.log_lines("coordinator", "attempt", "rebalancing", "recovering")
+
+
 def topics_of(tag: str) -> AgentTopics:
     return AgentTopics(
         tasks=f"tasks-{tag}", approvals=f"approvals-{tag}",
@@ -115,33 +127,40 @@ async def test_coordinator_kills_cut_off_no_effect_and_fail_no_run(
     cluster_factory.append(cluster)
     for name in ("coordinator", "w1", "w2"):
         cluster.start(name)
-    tasks = [TaskRequest(run_id=f"run-{i:03d}", goal="write") for i in range(RUNS)]
-    await submit_tasks(kafka_bootstrap, topics.tasks, tasks)
     results: dict[str, dict[str, Any]] = {}
 
     async with committed_from_start(kafka_bootstrap, topics.results, PARTITIONS) as consumer:
-        read_results = results_reader(consumer, cluster, results, RUNS)
+        read_results = results_reader(consumer, cluster, results, KILLS * WAVE)
+        adoptable = _adoptable(cluster, ("w1", "w2"))
 
         for k in range(1, KILLS + 1):  # SIGKILL the coordinator while writes are on the wire
-            target = k * RUNS // 2
             await wait_for(
-                lambda target=target: sum(ledger.calls.values()) >= target,  # type: ignore[misc]
-                timeout_s=120,
-                what=f"{target} writes before kill {k}",
-            )
+                adoptable, timeout_s=120, interval_s=0.2,
+                what=f"an attempt to adopt before wave {k}", details=lambda: decisions(cluster),
+            )  # fmt: skip
+            target = sum(ledger.calls.values()) + KILL_AFTER
+            wave = [TaskRequest(run_id=f"run-{k}-{i:03d}", goal="write") for i in range(WAVE)]
+            await submit_tasks(kafka_bootstrap, topics.tasks, wave)
+            await wait_for(
+                _on_the_wire(ledger, target, adoptable), timeout_s=120, interval_s=0.1,
+                what=f"writes on the wire of wave {k}, with an attempt to adopt",
+                details=lambda: decisions(cluster),
+            )  # fmt: skip
             cluster.kill("coordinator")
             cluster.start("coordinator")
-        await wait_for(read_results, timeout_s=240, what=f"all {RUNS} results")
+        await wait_for(read_results, timeout_s=240, what=f"all {KILLS * WAVE} results")
 
     statuses = Counter(str(r["status"]) for r in results.values())
-    assert statuses == Counter({"done": RUNS}), statuses
-    assert len(ledger.calls) == RUNS * WRITES
+    assert statuses == Counter({"done": KILLS * WAVE}), statuses
+    assert len(ledger.calls) == KILLS * WAVE * WRITES
     assert ledger.repeated() == {}, "writes executed more than once"
     adopted = sum(
         "adopted the running attempt" in log.read_text()
         for log in cluster.logs.glob("coordinator.*.log")
     )
-    assert adopted >= 1, "no restarted coordinator adopted the running attempt"
+    assert adopted >= 1, (
+        f"no restarted coordinator adopted the running attempt:\n{decisions(cluster)}"
+    )
 
 
 async def test_worker_kills_fail_only_calls_cut_off_by_the_kill_and_repeat_no_effect(
@@ -245,5 +264,48 @@ def _agent_on(
         return found is not None and any(
             w == worker and s.startswith("ledger#") for s, w in found.items()
         )
+
+    return check
+
+
+def _adoptable(cluster: Cluster, workers: tuple[str, ...]) -> Callable[[], Awaitable[bool]]:
+    """A `wait_for` condition: the coordinator's latest start runs an attempt placed over all of
+    ``workers`` (so its plan is stored, and no rebalance is due), and each worker reports
+    running its part of it. Only then does a coordinator killed now leave an attempt that a
+    restarted one can adopt: killed while it starts, waits to adopt, takes a new attempt (the
+    workers retire their subtasks) or rebalances, there is nothing running to adopt."""
+
+    async def check() -> bool:
+        cluster.alive()
+        url = cluster.api_address()
+        if url is None:
+            return False
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+                status = (await http.get("/status")).json()
+                placed = (await http.get("/subtasks")).json()
+                reported = (await http.get("/workers")).json()
+        except httpx.TransportError:
+            return False  # not listening yet, or too busy to answer in time: ask again
+        if status["state"] not in ("running", "checkpointing"):
+            return False
+        placement = {str(s["subtask"]): s["worker_id"] for s in placed}
+        if set(placement.values()) != set(workers):
+            return False  # a subtask is not placed, or a worker runs nothing: a rebalance is due
+        running = {str(w["worker_id"]): set(w["subtasks"]) for w in reported if w["alive"]}
+        return all(running.get(w) == {s for s, on in placement.items() if on == w} for w in workers)
+
+    return check
+
+
+def _on_the_wire(
+    ledger: Ledger, target: int, adoptable: Callable[[], Awaitable[bool]]
+) -> Callable[[], Awaitable[bool]]:
+    """A `wait_for` condition: ``target`` writes executed, more are on the wire, and the
+    attempt is ``adoptable``: when to kill the coordinator."""
+
+    async def check() -> bool:
+        written = sum(ledger.calls.values()) >= target
+        return written and ledger.in_flight() > 0 and await adoptable()
 
     return check
