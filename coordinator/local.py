@@ -80,6 +80,7 @@ class LocalJob:
             periodic_checkpoints=checkpointing,
             heartbeat_timeout_seconds=1e9,
             adopt_seconds=0,  # its worker dies with it (`crash`): nothing to adopt
+            settle_seconds=0,  # one worker, in this process: no other to wait for
         )
         self._settings = subtask_settings
         self._registry = registry

@@ -44,5 +44,9 @@ class CoordinatorOptions:
     retire_wait_seconds: float = 20.0
     """How long a new attempt waits for every live worker to retire its older subtasks before
     assigning without the silent ones; keep it above the workers' ``retire_seconds``."""
+    settle_seconds: float = 1.0
+    """A starting coordinator's first placement waits this long after it hears the first
+    worker (one worker heartbeat), so workers started together all get subtasks (0: place as
+    soon as the live workers have enough slots)."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""

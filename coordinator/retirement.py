@@ -18,6 +18,12 @@ once every live worker answered `Retired(A)`.
 
 A worker that joins while the gate is open answers at once (it runs nothing); `waiting_for`
 names the workers to send `Retire` again (the message is idempotent).
+
+``settle_seconds`` (a coordinator's first attempt only): the gate also waits that long after
+the first live worker is seen, so workers started together are all heard before the first
+placement. Without it, a worker whose first heartbeat came a few milliseconds after another's
+with enough slots was left out, and the first completed checkpoint rebalanced: a second
+attempt seconds after the start, a restart in the job's counts.
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ class RetireGate:
 
     attempt: int
     deadline: float
+    settle_seconds: float = 0.0
     retired: set[str] = field(default_factory=set)
+    first_seen: float | None = None
+    """When `ready` first saw a live worker."""
 
     def on_retired(self, worker: str, attempt: int) -> None:
         """``worker`` answered `Retired(attempt)` (an answer for another attempt is stale)."""
@@ -47,6 +56,10 @@ class RetireGate:
 
     def ready(self, alive: Mapping[str, int], now: float) -> dict[str, int] | None:
         """The slots (worker -> slots) attempt ``attempt`` may use now, or None to wait."""
+        if alive and self.first_seen is None:
+            self.first_seen = now
+        if self.first_seen is None or now < self.first_seen + self.settle_seconds:
+            return None
         if self.waiting_for(alive) and now < self.deadline:
             return None
         return {w: slots for w, slots in alive.items() if w in self.retired}

@@ -524,7 +524,9 @@ class Coordinator:
         self.tracker = await self._tracker_for(self.attempt)
         logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
         deadline = time.monotonic() + self.settings.retire_wait_seconds
-        self._retiring = RetireGate(self.attempt, deadline)
+        first = self._previous is None  # this coordinator has placed nothing yet
+        settle = self.settings.settle_seconds if first else 0.0
+        self._retiring = RetireGate(self.attempt, deadline, settle_seconds=settle)
         await self._broadcast(Retire(self.attempt))
 
     async def _try_assign(self, now: float) -> None:

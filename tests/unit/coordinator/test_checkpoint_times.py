@@ -10,6 +10,7 @@ import time
 import uuid
 
 from coordinator.httpapi.view import CheckpointStatus
+from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.protocol.messages import CheckpointAck, Heartbeat
@@ -21,10 +22,16 @@ from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
+AT_ONCE = CoordinatorOptions(settle_seconds=0)
+"""Placement as soon as the workers have the slots: these tests join workers by hand."""
+
 
 async def running_coordinator() -> Coordinator:
     c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=open_storage("memory://")
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=AT_ONCE,
     )
     c._link = Sent()
     now = time.monotonic()

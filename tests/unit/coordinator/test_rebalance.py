@@ -10,6 +10,7 @@ import time
 import uuid
 
 from coordinator.job_state import JobState
+from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from operators.protocol.messages import Assign, CheckpointAck, Heartbeat, Retire, Retired
 from operators.protocol.wire import decode_message
@@ -17,6 +18,9 @@ from operators.storage import open_storage
 from sluicegate.demos.wordcount import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
+
+AT_ONCE = CoordinatorOptions(settle_seconds=0)
+"""Placement as soon as the workers have the slots: these tests join workers by hand."""
 
 
 def join(c: Coordinator, worker: str, now: float) -> None:
@@ -47,7 +51,10 @@ def assigns(sent: Sent) -> list[Assign]:
 
 async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> None:
     c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=open_storage("memory://")
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=AT_ONCE,
     )
     sent = Sent()
     c._link = sent
@@ -94,7 +101,10 @@ async def test_a_joining_worker_gets_subtasks_after_the_next_checkpoint() -> Non
 
 async def test_a_worker_that_never_retires_is_left_out_after_the_wait() -> None:
     c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]), bootstrap="127.0.0.1:1", storage=open_storage("memory://")
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=AT_ONCE,
     )
     c._link = Sent()
     now = time.monotonic()

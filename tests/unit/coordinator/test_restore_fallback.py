@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from coordinator.job_state import JobEvent
 from coordinator.metrics import CoordinatorCollector
+from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from operators.protocol.messages import FromWorker, Heartbeat, Retired, SubtaskFailed, ToWorker
 from operators.protocol.wire import encode_message
@@ -49,7 +50,8 @@ async def coordinator_with_checkpoints(*ids: int) -> Coordinator:
     phases = {str(s): (0.0, 0.0, 0.0) for s in graph.subtasks()}  # the pipeline's shape
     for n in ids:
         await ManifestStore(storage).commit(manifest(n, phases=phases))
-    c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage)
+    settings = CoordinatorOptions(settle_seconds=0)  # the worker joins by hand: place at once
+    c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage, settings=settings)
     c._link = Sent()
     beat = Heartbeat("w1", "i1", slots=4, attempt=0, subtasks=())
     c.liveness.on_heartbeat("w1", time.monotonic(), beat)

@@ -37,3 +37,20 @@ def test_after_the_deadline_only_the_workers_that_answered() -> None:
     assert gate.ready({"w1": 4, "stuck": 4}, now=9.9) is None
     assert gate.ready({"w1": 4, "stuck": 4}, now=10.0) == {"w1": 4}
     assert RetireGate(attempt=1, deadline=0.0).ready({"stuck": 4}, now=1.0) == {}
+
+
+def test_a_first_placement_waits_for_the_workers_started_together() -> None:
+    """w2's first heartbeat comes 65 ms after w1's, whose slots would do: both get subtasks."""
+    gate = RetireGate(attempt=1, deadline=30.0, settle_seconds=1.0)
+    assert gate.ready({}, now=5.0) is None  # nobody yet: the settle time has not begun
+    gate.on_retired("w1", 1)
+    assert gate.ready({"w1": 4}, now=7.0) is None
+    gate.on_retired("w2", 1)
+    assert gate.ready({"w1": 4, "w2": 4}, now=7.065) is None
+    assert gate.ready({"w1": 4, "w2": 4}, now=8.0) == {"w1": 4, "w2": 4}
+
+
+def test_without_settle_time_the_live_workers_are_used_at_once() -> None:
+    gate = RetireGate(attempt=2, deadline=30.0)
+    gate.on_retired("w1", 2)
+    assert gate.ready({"w1": 4}, now=7.0) == {"w1": 4}
