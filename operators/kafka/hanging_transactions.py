@@ -13,7 +13,7 @@ until the next ``InitProducerId`` of the id replaces its record, so `end_hanging
 1. ``DescribeTransactions``: the coordinator's record of the id; unless it says the last
    transaction is ``CompleteCommit`` or ``CompleteAbort``, nothing is hanging that the coming
    ``InitProducerId`` would not end itself;
-2. ``DescribeProducers`` on the given partitions: the transactions open there;
+2. ``DescribeProducers`` on every partition of the given topics: the transactions open there;
 3. `hanging` (sans IO): those of the recorded producer id and epoch, to end as recorded;
 4. ``DescribeTransactions`` again: when the record moved in between (a zombie of the id began
    a transaction), nothing is ended, and the fencing that follows sorts it out;
@@ -87,9 +87,10 @@ def hanging(
 
 
 async def end_hanging(
-    client: AIOKafkaClient, transactional_id: str, partitions: Sequence[TopicPartition]
+    client: AIOKafkaClient, transactional_id: str, topics: Sequence[str]
 ) -> list[OpenTransaction]:
-    """Steps 1-5 of the module docstring; the transactions ended."""
+    """Steps 1-5 of the module docstring over every partition of ``topics``; the transactions
+    ended."""
 
     def describe() -> Awaitable[TransactionRecord | None]:
         return _retrying(lambda: _describe_transaction(client, transactional_id))
@@ -97,6 +98,11 @@ async def end_hanging(
     record = await describe()
     if record is None or record.state not in _COMPLETED:
         return []
+    partitions = [
+        TopicPartition(topic, p)
+        for topic in topics
+        for p in sorted(await client._wait_on_metadata(topic))  # aiokafka: fetch the metadata
+    ]
     commit, found = hanging(
         record, await _retrying(lambda: _describe_producers(client, partitions))
     )
@@ -177,11 +183,10 @@ async def _by_leader(
 ) -> dict[int, dict[str, list[int]]]:
     """``partitions`` by the node that leads them, as ``{topic: [partition, ...]}``."""
     by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for topic in sorted({tp.topic for tp in partitions}):
-        await client._wait_on_metadata(topic)  # aiokafka: fetch the metadata
     for tp in partitions:
         leader = client.cluster.leader_for_partition(tp)
         if leader is None or leader < 0:
+            await client.force_metadata_update()  # for the retry
             raise LeaderNotAvailableError(f"{tp.topic}-{tp.partition} has no leader")
         by_leader[leader][tp.topic].append(tp.partition)
     return by_leader

@@ -39,13 +39,12 @@ def build_sinks(
     exactly_once: ExactlyOnceSink | None = None
     at_least_once: AtLeastOnceSink | None = None
     sinks: dict[str, Sink] = {}
-    outputs = graph.operators[subtask.uid].outputs
-    transactional = [t for t in outputs if _is_exactly_once_sink(graph, t)]
+    outputs = [
+        t for t in graph.operators[subtask.uid].outputs if graph.topics[t].kind is TopicKind.SINK
+    ]
+    transactional = [t for t in outputs if graph.topics[t].exactly_once]
     for topic in outputs:
-        spec = graph.topics[topic]
-        if spec.kind is not TopicKind.SINK:
-            continue
-        if not spec.exactly_once:
+        if topic not in transactional:
             if at_least_once is None:
                 at_least_once = AtLeastOnceSink(appender, operator=subtask.uid)
             sinks[topic] = at_least_once
@@ -61,8 +60,3 @@ def build_sinks(
             exactly_once = ExactlyOnceSink(WriteAheadLog(metadata), transactions, subtask=name)
         sinks[topic] = exactly_once
     return sinks
-
-
-def _is_exactly_once_sink(graph: JobGraph, topic: str) -> bool:
-    spec = graph.topics[topic]
-    return spec.kind is TopicKind.SINK and spec.exactly_once

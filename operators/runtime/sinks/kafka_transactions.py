@@ -109,11 +109,8 @@ class KafkaTransactions:
         client = kafka_clients.bare_client(self._bootstrap)
         try:  # started inside: a cancel during the bootstrap must still close it
             await client.bootstrap()
-            partitions = [self._progress]
-            for topic in self._topics:
-                ids = await client._wait_on_metadata(topic)
-                partitions += [TopicPartition(topic, p) for p in sorted(ids)]
-            await end_hanging(client, self._transactional_id, partitions)
+            topics = [self._progress.topic, *self._topics]
+            await end_hanging(client, self._transactional_id, topics)
         except _CANNOT_LOOK as exc:
             logger.warning(
                 "%s cannot look for transactions Kafka left open (%r); should one stall its "
