@@ -16,8 +16,8 @@ Fault points (for tests, see `agents.faults`): ``tool.before_call``, ``tool.afte
 
 Payloads by reference (with `Agent.blobs`, ``docs/blobs.md``): a large tool result or model
 reply is stored by `agents.blobs.references.BlobReferences` inside the journaled call, before
-its ``done``; the run's handles are resolved in `_call_model`, and each one that cannot be read
-is saved as a ``blob_unavailable`` safe point before the model is called.
+its ``done``; the run's handles are resolved in `EffectCalls.call_model`, and each one that
+cannot be read is saved as a ``blob_unavailable`` safe point before the model is called.
 A `RollbackRun` command on the approvals topic puts a run into ``rolling_back``; from then on
 each wake-up performs one action of its rollback (`agents.compensation`, `agents.rollback`).
 Commands and wake-ups of one run never interleave: the engine runs `process` and `on_wake` of
@@ -38,32 +38,26 @@ schedules it again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from agents import rollback
 from agents import run as machine
-from agents.blobs.handle import unavailable_marker
 from agents.blobs.references import BlobReferences
 from agents.compensation import Compensator
 from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
-from agents.faults import fault_point
+from agents.effect_calls import EffectCalls
 from agents.fork import fork_run
 from agents.journal import (
-    EffectKind,
-    EffectResult,
-    EffectUnknown,
+    Deferred,
     Journal,
-    LookupFound,
     OnUnknown,
-    perform,
 )
 from agents.journal.kafka import KafkaJournal
 from agents.messages import (
@@ -75,11 +69,11 @@ from agents.messages import (
     parse_command,
 )
 from agents.metrics import AgentMetrics
-from agents.models.contract import ModelClient, ModelResponse
-from agents.run_cache import DEFAULT_CAPACITY, RunCache, json_value
+from agents.models.contract import ModelClient
+from agents.run_cache import DEFAULT_CAPACITY, RunCache
 from agents.run_tracker import RunTracker
 from agents.state import RunState, RunStatus, run_key
-from agents.tools import tool_schemas
+from agents.tools import Tool, tool_schemas
 from operators.contract import Context, OpenContext, Operator, Record
 from operators.exceptions import RetryableError
 from operators.state.store import PartitionState
@@ -137,7 +131,6 @@ class AgentOperator(Operator):
         self._metrics = AgentMetrics.of(self._registry)
         self._labels = (self.pipeline, self.agent.name, ctx.subtask)
         self._metrics.start(*self._labels)
-        self._counters = self._metrics.step_counters(*self._labels)
         self._tracker = tracker = RunTracker(self._metrics, self._labels, self._clock)
         partitions = [p for t, p in ctx.input_partitions if t == self.topics.tasks]
         if self._journal is None:
@@ -155,11 +148,17 @@ class AgentOperator(Operator):
                 labels=self._labels,
                 clock=self._clock,
             )
+        self._model = self.agent.make_model()
+        self._calls = calls = EffectCalls(
+            journal=self._journal, model=self._model, model_name=self.agent.model_name,
+            schemas=self._schemas, blobs=self._blobs, attempt=ctx.attempt,
+            metrics=self._metrics, labels=self._labels,
+            save=lambda step, context: self._save(step, context.state, context),
+        )  # fmt: skip
         self._compensator = Compensator(
-            self.agent, self._journal, self._metrics, self._labels, self._effect,
+            self.agent, self._journal, self._metrics, self._labels, calls.effect,
             pipeline=self.pipeline,
         )  # fmt: skip
-        self._model = self.agent.make_model()
         if self.agent.resources is not None:
             await self.agent.resources.acquire()
             self._acquired = True
@@ -327,7 +326,8 @@ class AgentOperator(Operator):
     # -- driving a run --------------------------------------------------------------------
 
     async def on_wake(self, key: bytes, ctx: Context) -> None:
-        """Perform one action of run ``key`` and, if it has more to do, wake it again."""
+        """Perform one action of run ``key`` (a model call with the read-only tool calls it
+        asked for count as one) and, if it has more to do, wake it again."""
         state = self._runs.get(ctx.state, ctx.partition, key.decode())
         if state is None:
             return
@@ -336,8 +336,9 @@ class AgentOperator(Operator):
             if rollback.in_rollback(state):
                 assert self._compensator is not None
                 step = await self._compensator.perform(state, ctx, now)
+                steps = [] if step is None else [step]
             else:
-                step = await self._perform(state, machine.next_action(state, self._tools), ctx, now)
+                steps = await self._step(state, ctx, now)
         except RetryableError as exc:
             self._retries[state.run_id] += 1
             delay = min(_MAX_BACKOFF_S, 0.5 * 2 ** self._retries[state.run_id])
@@ -345,28 +346,68 @@ class AgentOperator(Operator):
             ctx.wake(key, after_s=delay)
             return
         self._retries.pop(state.run_id, None)
-        if step is None:
+        if not steps:
             delay = self._approval_timeout_in(state)
             if state.status is RunStatus.WAITING_APPROVAL and delay is not None:
                 ctx.wake(key, after_s=delay)  # woken early: keep the timeout
             return
-        self._save(step, ctx.state, ctx)
-        if step.state.status is RunStatus.RUNNING or self._rollback_busy(step.state):
+        for step in steps:
+            self._save(step, ctx.state, ctx)
+        state = steps[-1].state
+        if state.status is RunStatus.RUNNING or self._rollback_busy(state):
             ctx.wake(key)
-        elif step.state.status is RunStatus.WAITING_APPROVAL:
-            delay = self._approval_timeout_in(step.state)
+        elif state.status is RunStatus.WAITING_APPROVAL:
+            delay = self._approval_timeout_in(state)
             if delay is not None:
                 ctx.wake(key, after_s=delay)
 
+    async def _step(self, state: RunState, ctx: Context, now: float) -> list[machine.Transition]:
+        """The next action of a running run, then every read-only tool call that follows it
+        at once (the tool calls a model reply asked for): their safe points, to be saved in
+        order. Every journal write these actions made is durable when this returns.
+
+        The calls may all be called again, so none waits for the acknowledgement of the
+        journal writes before it (`Deferred`): the writes share a round trip, and the safe
+        points are saved only once all are durable. If a write fails or the journal keeps
+        another outcome than a call returned, no safe point is saved; the next wake-up
+        replays the calls from the journal (or calls again what it lacks)."""
+        pending: list[Deferred] = []
+        steps: list[machine.Transition] = []
+        action = machine.next_action(state, self._tools)
+        try:
+            step = await self._perform(state, action, ctx, now, pending)
+            while step is not None:
+                steps.append(step)
+                action = machine.next_action(step.state, self._tools)
+                if not (isinstance(action, machine.CallTool) and _may_repeat(action.tool)):
+                    break
+                try:
+                    step = await self._perform(step.state, action, ctx, self._clock(), pending)
+                except RetryableError:
+                    break  # the steps so far stand; this call is retried at the next wake-up
+        finally:
+            settled = await asyncio.gather(*(d.settled for d in pending), return_exceptions=True)
+        for outcome, deferred in zip(settled, pending, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome.replayed != deferred.provisional.replayed:
+                raise _EarlierOutcomeKeptError(deferred.key)
+        return steps
+
     async def _perform(
-        self, state: RunState, action: machine.Action, ctx: Context, now: float
+        self,
+        state: RunState,
+        action: machine.Action,
+        ctx: Context,
+        now: float,
+        pending: list[Deferred],
     ) -> machine.Transition | None:
         if isinstance(action, machine.Idle):
             return self._maybe_time_out(state, now)
         if isinstance(action, machine.Fail):
             return machine.fail(state, action.reason, now)
         if isinstance(action, machine.CallModel):
-            return await self._call_model(state, action, ctx, now)
+            return await self._calls.call_model(state, action, ctx, now, pending)
         if isinstance(action, machine.RejectCall):
             return machine.reject_call(state, action, now)
         if isinstance(action, machine.AskApproval):
@@ -375,132 +416,7 @@ class AgentOperator(Operator):
             return machine.record_intent(state, action, now)
         if isinstance(action, machine.ReuseRecorded):
             return machine.after_tool(state, action, action.result, action.error, now)
-        return await self._call_tool(state, action, ctx, now)
-
-    async def _call_model(
-        self, state: RunState, action: machine.CallModel, ctx: Context, now: float
-    ) -> machine.Transition:
-        """Resolve the run's handles (each one lost is saved as its own safe point first),
-        call the model through the journal, store a large reply by reference. Resolution runs
-        also when the journal replays the call, so a replayed step loses what the first
-        attempt lost (or more, if a payload went since)."""
-        assert self._model is not None
-        model, refs = self._model, self._blobs
-        messages, schemas = list(state.messages), self._schemas
-        if refs is not None:
-            resolved = await refs.resolve(state)
-            markers: dict[str, str] = {}
-            for lost in resolved.lost:
-                marker = markers[lost.content] = unavailable_marker(lost.handle, lost.reason)
-                step = machine.blob_unavailable(
-                    state, lost.handle.id, lost.reason, lost.content, marker, now
-                )
-                self._save(step, ctx.state, ctx)
-                state = step.state
-            messages = [
-                m.model_copy(update={"content": markers[m.content]})
-                if m.content is not None and m.content in markers
-                else m
-                for m in resolved.messages
-            ]
-        run = state
-
-        async def call() -> Any:
-            response = await model.complete(messages, schemas, idempotency_key=action.key)
-            document = response.model_dump(mode="json")
-            if refs is None:
-                return document
-            return await refs.offload_response(run, action.key, document)
-
-        started = time.monotonic()
-        outcome = await self._effect(state, ctx, EffectKind.MODEL, self.agent.model_name,
-                                     action.key, {}, OnUnknown.RETRY, call, None)  # fmt: skip
-        assert isinstance(outcome, EffectResult)  # a model call can always be retried
-        if outcome.error is not None:
-            return machine.fail(state, f"model_error: {outcome.error}", now)
-        response = ModelResponse.model_validate(outcome.value)
-        if not outcome.replayed:
-            usage, counters = response.usage, self._counters
-            counters.steps.inc()
-            counters.prompt_tokens.inc(usage.prompt_tokens)
-            counters.completion_tokens.inc(usage.completion_tokens)
-            counters.cost.inc(usage.cost_usd)
-        handle = refs.stored_content(state, action.key, response.message.content) if refs else None
-        blob = None if handle is None else handle.id
-        step = machine.after_model(state, response, now, blob=blob)
-        return _timed(step, started, outcome.replayed)
-
-    async def _call_tool(
-        self, state: RunState, action: machine.CallTool, ctx: Context, now: float
-    ) -> machine.Transition:
-        tool, refs = action.tool, self._blobs
-        tool_ctx = machine.tool_context(state, action)
-
-        async def call() -> Any:
-            result = await tool.call(tool_ctx, action.arguments)
-            return result if refs is None else await refs.offload_result(state, action.key, result)
-
-        lookup = None
-        if tool.lookup is not None:
-            find = tool.lookup
-
-            async def lookup_call() -> Any:
-                found = await find(tool_ctx)
-                if refs is None or not isinstance(found, LookupFound):
-                    return found
-                return LookupFound(await refs.offload_result(state, action.key, found.value))
-
-            lookup = lookup_call
-        started = time.monotonic()
-        outcome = await self._effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
-                                     action.arguments, tool.on_unknown, call, lookup)  # fmt: skip
-        if isinstance(outcome, EffectUnknown):
-            self._metrics.outcome_unknown.labels(*self._labels).inc()
-            logger.error(
-                "run %s: outcome of %s (%s) is unknown and %s cannot settle it: run parked",
-                state.run_id, tool.name, action.key, tool.on_unknown.value,
-            )  # fmt: skip
-            return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
-        handle = refs.stored_result(state, action.key, outcome.value) if refs else None
-        blob = None if handle is None else handle.id
-        step = machine.after_tool(state, action, outcome.value, outcome.error, now, blob=blob)
-        return _timed(step, started, outcome.replayed)
-
-    async def _effect(
-        self,
-        state: RunState,
-        ctx: Context,
-        kind: EffectKind,
-        name: str,
-        key: str,
-        request: dict[str, Any],
-        on_unknown: OnUnknown,
-        call: Callable[[], Any],
-        lookup: Callable[[], Any] | None,
-    ) -> EffectResult | EffectUnknown:
-        assert self._journal is not None
-        outcome = await perform(
-            self._journal,
-            key=key,
-            run_id=state.run_id,
-            partition=ctx.partition,
-            kind=kind,
-            name=name,
-            request=request,
-            attempt=self._attempt,
-            on_unknown=on_unknown,
-            call=call,
-            lookup=lookup,
-            fault=lambda point: _fault(kind, name, point),
-        )
-        if isinstance(outcome, EffectUnknown):
-            result = "unknown"
-        else:
-            result = "replayed" if outcome.replayed else "executed"
-            if kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
-                outcome = replace(outcome, value=json_value(outcome.value))
-        self._counters.effects[kind, result].inc()
-        return outcome
+        return await self._calls.call_tool(state, action, ctx, now, pending)
 
     # -- safe points ----------------------------------------------------------------------
 
@@ -552,16 +468,15 @@ class AgentOperator(Operator):
         return machine.decide_approval(state, "", False, "timeout", reason, now)
 
 
-def _timed(step: machine.Transition, started: float, replayed: bool) -> machine.Transition:
-    """``step`` with its event saying how long the call took (``duration_ms``; a journal
-    replay's is the lookup's) and whether the journal replayed it."""
-    duration_ms = round((time.monotonic() - started) * 1000, 3)
-    event = step.event | {"duration_ms": duration_ms, "replayed": replayed}
-    return machine.Transition(step.state, event)
+class _EarlierOutcomeKeptError(RetryableError):
+    """The journal kept another writer's outcome of an effect than the call returned."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the journal kept an earlier outcome of {key}; replaying it")
+        self.key = key
 
 
-def _fault(kind: EffectKind, name: str, point: str) -> None:
-    """Fault points ``<kind>.<moment>`` and ``<kind>.<name>.<moment>`` (see module doc)."""
-    moment = point.removeprefix("effect.")
-    fault_point(f"{kind.value}.{moment}")
-    fault_point(f"{kind.value}.{name}.{moment}")
+def _may_repeat(tool: Tool) -> bool:
+    """Whether a call of ``tool`` may follow another in one wake-up, before the journal has
+    acknowledged the writes of the first: a read-only tool that may be called again."""
+    return not tool.kind.has_effect and tool.on_unknown is OnUnknown.RETRY

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from agents.journal.effects import (
     LOOKUP_FAILED,
+    Deferred,
     EffectResult,
     EffectUnknown,
     LookupFound,
@@ -65,6 +66,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TRANSITIONS",
     "Decision",
+    "Deferred",
     "EffectEvent",
     "EffectKind",
     "EffectResolution",

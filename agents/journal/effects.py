@@ -36,6 +36,7 @@ from operators.exceptions import RetryableError
 
 __all__ = [
     "LOOKUP_FAILED",
+    "Deferred",
     "EffectResult",
     "EffectUnknown",
     "LookupFound",
@@ -62,6 +63,22 @@ class EffectResult:
     value: Any
     error: str | None
     replayed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """An effect that may be called again, called, whose journal writes are still in flight.
+
+    ``provisional`` is what the call returned. ``settled`` completes when the writes are
+    durable, with the outcome the journal keeps (the first ``done`` of the key: the
+    provisional one unless another writer got there first), or raises what a write raised
+    (a :class:`~operators.exceptions.RetryableError`; the ``done`` is then held as
+    unacknowledged, as when :func:`perform` awaits it).
+    """
+
+    key: str
+    provisional: EffectResult
+    settled: asyncio.Future[EffectResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +138,8 @@ async def perform(
     lookup: Callable[[], Awaitable[LookupResult]] | None = None,
     fault: Callable[[str], None] = no_fault,
     clock: Callable[[], float] = time.time,
-) -> EffectResult | EffectUnknown:
+    defer: bool = False,
+) -> EffectResult | EffectUnknown | Deferred:
     """Perform effect ``key`` at most once more, and return its outcome.
 
     1. Read ``(issued, done)`` and the unacknowledged ``done`` for ``key``; :func:`decide`
@@ -140,6 +158,13 @@ async def perform(
     5. ``Retry``: as ``Execute`` without writing ``issued`` again.
     6. ``FailClosed``: return :class:`EffectUnknown`; nothing is called or written.
 
+    With ``defer`` and ``on_unknown=RETRY``, an ``Execute`` or ``Retry`` returns as soon as the
+    call has returned and its writes are handed to the journal: a :class:`Deferred`, whose
+    ``settled`` the caller awaits before anything depends on the outcome being durable. The
+    caller may go on meanwhile with other effects that may be called again, so that the
+    writes of several effects share one round trip. Every other decision returns as without
+    ``defer``.
+
     ``call`` raising a :class:`~operators.exceptions.RetryableError` propagates with no
     ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
     other exception is a permanent failure of the effect, recorded as ``done`` with ``error``
@@ -154,29 +179,26 @@ async def perform(
     policy = OnUnknown.FAIL if on_unknown is OnUnknown.LOOKUP and lookup is None else on_unknown
     decision = decide(issued, done, policy, unacknowledged)
     resolution = EffectResolution(key, EffectState.of(issued, done, unacknowledged))
+    deferring = defer and policy is OnUnknown.RETRY
 
     def entry(status: str, **fields: Any) -> JournalEntry:
-        return JournalEntry.model_validate(
-            {
-                "key": key,
-                "run_id": run_id,
-                "status": status,
-                "kind": kind,
-                "name": name,
-                "attempt": attempt,
-                "written_at": clock(),
-                **fields,
-            }
+        # Built from trusted values only (the request and result are the call's own), so
+        # not validated again: a third of a step's journal cost was this validation.
+        return JournalEntry.model_construct(
+            key=key,
+            run_id=run_id,
+            status=status,
+            kind=kind,
+            name=name,
+            attempt=attempt,
+            written_at=clock(),
+            **fields,
         )
 
-    async def complete(
-        value: Any, error: str | None, replayed: bool, issuing: Awaitable[None] | None = None
+    async def settle(
+        written: JournalEntry, replayed: bool, issuing: Awaitable[None] | None
     ) -> EffectResult:
-        """Write ``done``; return the outcome the journal keeps (the first ``done``).
-
-        ``issuing``, the ``issued`` write started beside the call, is awaited together with
-        the ``done`` write, which begins after it and so lands after it in the partition."""
-        written = entry("done", result=value, error=error)
+        """Await the ``done`` write (with ``issuing``); the outcome the journal keeps."""
         if issuing is None:
             await journal.write(written, partition=partition)
         else:
@@ -190,7 +212,21 @@ async def perform(
             value=kept.result, error=kept.error, replayed=replayed or kept != written
         )
 
-    async def call_and_complete(issuing: Awaitable[None] | None = None) -> EffectResult:
+    async def complete(
+        value: Any, error: str | None, replayed: bool, issuing: Awaitable[None] | None = None
+    ) -> EffectResult | Deferred:
+        """Write ``done``; return the outcome the journal keeps (the first ``done``), or,
+        when deferring, the call's own outcome and the writes in flight.
+
+        ``issuing``, the ``issued`` write started beside the call, is awaited together with
+        the ``done`` write, which begins after it and so lands after it in the partition."""
+        written = entry("done", result=value, error=error)
+        if not deferring:
+            return await settle(written, replayed, issuing)
+        settled = asyncio.ensure_future(settle(written, replayed, issuing))
+        return Deferred(key, EffectResult(value=value, error=error, replayed=replayed), settled)
+
+    async def call_and_complete(issuing: Awaitable[None] | None = None) -> EffectResult | Deferred:
         """Call, then write ``done``; ``issuing``, the ``issued`` write started beside the
         call, is awaited with ``done`` (and before a retryable error goes up)."""
         fault("effect.before_call")
@@ -242,6 +278,6 @@ async def perform(
             match after_lookup(isinstance(found, LookupFound)):
                 case RecordFound():
                     assert isinstance(found, LookupFound)
-                    return await complete(found.value, None, replayed=True)
+                    return await settle(entry("done", result=found.value), True, None)
                 case Retry():
                     return await call_and_complete()

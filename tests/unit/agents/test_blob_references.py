@@ -55,8 +55,9 @@ def make_desk(*, seen: list[list[ChatMessage]], result: Any = BIG, **policy: Any
 async def until_waiting_for_second_call(desk: Desk) -> None:
     await desk.open()
     await desk.task(metadata={"subject": "alice", "tenant": "eu"})
-    for _ in range(2):  # the model calls fetch; fetch's result is recorded
-        assert await desk.step()
+    # One wake-up: the model calls fetch (read-only), and fetch's result is recorded.
+    assert await desk.step()
+    assert desk.world.run().step == 1
 
 
 def blob_keys(desk: Desk) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from agents.journal import (
     LOOKUP_FAILED,
     OUTCOME_UNKNOWN,
+    Deferred,
     EffectKind,
     EffectResult,
     EffectUnknown,
@@ -73,7 +74,8 @@ async def run(
     *,
     attempt: int = 2,
     with_lookup: bool = True,
-) -> EffectResult | EffectUnknown:
+    defer: bool = False,
+) -> EffectResult | EffectUnknown | Deferred:
     lookup: Callable[[], Awaitable[LookupResult]] | None = tool.lookup if with_lookup else None
     return await perform(
         journal,
@@ -89,6 +91,7 @@ async def run(
         lookup=lookup,
         fault=tool.fault,
         clock=lambda: 1234.5,
+        defer=defer,
     )
 
 
@@ -355,3 +358,58 @@ async def test_a_retryable_call_failing_retryably_waits_for_its_issued_and_write
         await run(journal, tool, OnUnknown.RETRY)
     assert tool.events[-1] == "issued durable"
     assert journal.get(KEY)[1] is None
+
+
+async def test_deferred_returns_the_call_before_its_writes_are_durable() -> None:
+    gate = asyncio.Event()
+
+    class Gated(InMemoryJournal):
+        """Writes are handed over (``begun``) at once and stored when ``gate`` opens."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.begun: list[str] = []
+
+        async def write(self, entry: JournalEntry, *, partition: int) -> None:
+            self.begun.append(entry.status)
+            await gate.wait()
+            await super().write(entry, partition=partition)
+
+    journal, tool = Gated(), Tool()
+    deferred = await run(journal, tool, OnUnknown.RETRY, defer=True)
+    assert isinstance(deferred, Deferred)
+    assert deferred.key == KEY
+    assert deferred.provisional == EffectResult("refunded", None, replayed=False)
+    assert tool.events == ["effect.before_call", "call", "effect.after_call"]
+    for _ in range(10):  # let the writes be handed over
+        await asyncio.sleep(0)
+    assert (journal.writes, deferred.settled.done()) == ([], False)
+    assert journal.begun == ["issued", "done"]  # handed over in order, neither stored yet
+    gate.set()
+    assert await deferred.settled == EffectResult("refunded", None, replayed=False)
+    assert sorted(e.status for _, e in journal.writes if e) == ["done", "issued"]
+
+
+async def test_deferred_settles_with_the_error_of_a_lost_done_and_holds_it() -> None:
+    def lose_done(entry: JournalEntry | None) -> None:
+        if entry is not None and entry.status == "done":
+            raise RetryableError("acknowledgement lost")
+
+    journal = InMemoryJournal(before_write=lose_done)
+    deferred = await run(journal, Tool(), OnUnknown.RETRY, defer=True)
+    assert isinstance(deferred, Deferred)
+    with pytest.raises(RetryableError, match="acknowledgement lost"):
+        await deferred.settled
+    held = journal.unacknowledged(KEY)
+    assert held is not None
+    assert held.result == "refunded"
+
+
+async def test_deferred_is_only_for_effects_that_may_be_called_again() -> None:
+    journal, tool = InMemoryJournal(), Tool()
+    outcome = await run(journal, tool, OnUnknown.LOOKUP, defer=True)
+    assert outcome == EffectResult("refunded", None, replayed=False)
+    journal = InMemoryJournal()
+    await journal.write(entry("done", result={"id": 7}), partition=4)
+    replayed = await run(journal, Tool(), OnUnknown.RETRY, defer=True)
+    assert replayed == EffectResult({"id": 7}, None, replayed=True)

@@ -131,11 +131,11 @@ async def test_a_reopened_operator_reads_the_restored_run_not_its_cached_one(
     turns: list[Any] = [[("look", {"x": n})] for n in range(4)] + ["done"]
     desk = await opened(turns)
     await desk.task()
-    for _ in range(3):
+    for _ in range(2):  # each wake-up: a model call and the look it asks for
         assert await desk.step()
     checkpoint = {topic: DictState(s.rows) for topic, s in desk.world.states.items()}
     restored = RunState.decode(checkpoint[TOPICS.tasks].rows[run_key("r1")])
-    for _ in range(3):  # the cache now holds a run 3 actions past the checkpoint
+    for _ in range(2):  # the cache now holds a run 2 steps past the checkpoint
         assert await desk.step()
     desk.world = World(states=checkpoint)
     await desk.op.open(FakeOpenContext(desk.world))
