@@ -48,7 +48,7 @@ QUICK: list[list[str]] = [
     ["bench.checkpoint_e2e", "--rate", "2000", "--seconds", "10"],
     ["bench.recovery", "--sizes-mb", "5,20"],
     ["bench.checkpoint_cost", "--sizes", "10000", "--fractions", "0.1,1"],
-    ["bench.agent_steps", "--runs", "5", "--steps", "10"],
+    ["bench.agent_steps", "--runs", "5", "--steps", "10", "--job-rounds", "2"],
     ["bench.incremental_upload", "--keys", "20000", "--checkpoints", "10"],
     ["bench.profile_wordcount", "--lines", "2000"],
     ["bench.savepoint_cost", "--sizes", "10000"],
