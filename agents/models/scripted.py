@@ -22,11 +22,20 @@ Policy = Callable[[Sequence[ChatMessage]], ChatMessage]
 _CHARS_PER_TOKEN = 4
 
 
+_MAX_SIZES = 65_536
+"""Messages whose size a `ScriptedModel` remembers (then it forgets them all and starts over)."""
+
+
 def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
     """``ceil(characters / 4)`` over every message's content and tool-call arguments, at least 1."""
-    chars = sum(
-        len(m.content or "") + sum(len(call.arguments) for call in m.tool_calls) for m in messages
-    )
+    return _tokens(sum(map(_chars, messages)))
+
+
+def _chars(message: ChatMessage) -> int:
+    return len(message.content or "") + sum(len(call.arguments) for call in message.tool_calls)
+
+
+def _tokens(chars: int) -> int:
     return max(1, math.ceil(chars / _CHARS_PER_TOKEN))
 
 
@@ -59,6 +68,7 @@ class ScriptedModel:
         self.latency_s = latency_s
         self.calls = 0
         self._policy = policy
+        self._sizes: dict[int, tuple[ChatMessage, int]] = {}
 
     def __repr__(self) -> str:
         return f"ScriptedModel(name={self.name!r}, calls={self.calls})"
@@ -79,7 +89,7 @@ class ScriptedModel:
                 f"policy of {self.name!r} returned a {reply.role!r} message; "
                 "it must return an assistant message"
             )
-        prompt_tokens = estimate_tokens(messages)
+        prompt_tokens = self._prompt_tokens(messages)
         completion_tokens = estimate_tokens([reply])
         usage = Usage(
             prompt_tokens=prompt_tokens,
@@ -89,3 +99,18 @@ class ScriptedModel:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
         return ModelResponse(message=reply, usage=usage, model=self.name)
+
+    def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """`estimate_tokens` of ``messages``, each message's size counted once per model: a
+        conversation comes back longer at every step, and counting it whole each time made a
+        run's cost grow with the square of its length. Sizes are kept by the identity of the
+        message (which is kept too, so its id is not reused while remembered)."""
+        sizes, chars = self._sizes, 0
+        for message in messages:
+            kept = sizes.get(id(message))
+            if kept is None or kept[0] is not message:
+                if len(sizes) >= _MAX_SIZES:
+                    sizes.clear()
+                kept = sizes[id(message)] = (message, _chars(message))
+            chars += kept[1]
+        return _tokens(chars)

@@ -95,3 +95,18 @@ async def test_latency_is_waited_out() -> None:
 def test_a_negative_latency_is_refused() -> None:
     with pytest.raises(ValueError, match="latency_s"):
         ScriptedModel(echo, latency_s=-1)
+
+
+async def test_a_growing_conversation_is_counted_as_a_whole_one_would_be() -> None:
+    """Sizes are remembered per message object: a conversation that grows, and one whose
+    earlier message was replaced by another object, still count exactly."""
+    model = ScriptedModel(echo)
+    messages = conversation()
+    for n in range(5):
+        messages.append(ChatMessage(role="user", content="x" * (n * 7)))
+        response = await model.complete(list(messages), [], idempotency_key=f"k{n}")
+        assert response.usage.prompt_tokens == estimate_tokens(messages)
+    messages[0] = messages[0].model_copy(update={"content": "y" * 400})
+    response = await model.complete(messages, [], idempotency_key="changed")
+    assert response.usage.prompt_tokens == estimate_tokens(messages)
+    assert response.usage.prompt_tokens > 100
