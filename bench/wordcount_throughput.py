@@ -1,6 +1,6 @@
 """Word-count throughput on the real broker: checkpointing off vs every second, side by side.
 
-    uv run python -m bench.wordcount_throughput [--lines 50000] [--rounds 5]
+    uv run python -m bench.wordcount_throughput [--lines 50000] [--rounds 9]
 
 Both configurations do the same work with the same sink: an at-least-once sink, which
 publishes every count at once whether checkpoints run or not (an exactly-once sink publishes
@@ -116,7 +116,7 @@ async def bench(bootstrap: str, lines_count: int, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=50_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     given = os.environ.get("SLUICEGATE_KAFKA_BOOTSTRAP")
     if given:
