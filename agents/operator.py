@@ -1,10 +1,13 @@
 """`AgentOperator`: agent runs as a stateful stream operator.
 
 Each run lives in the keyed state of its tasks partition (`RunState` under ``run/<run_id>``)
-and moves one action at a time: a task record starts it, then each wake-up performs exactly one
-action of `agents.run.next_action` (one model call, one tool call, or one safe-point write)
-and wakes the run again. Between two actions the run is at a safe point, which is the only
-moment a snapshot can see, because the engine snapshots only between calls.
+and moves one step at a time: a task record starts it, then each wake-up performs one action of
+`agents.run.next_action` (a model call, a tool call, or a safe-point write), then at once every
+read-only tool call that follows it (the tool calls a model reply asked for), and wakes the run
+again. The calls of a wake-up share their journal round trip: none waits for the
+acknowledgement of the entries before it, and their safe points are written in order once all
+are durable. Between two wake-ups the run is at a safe point, which is the only moment a
+snapshot can see, because the engine snapshots only between calls.
 
 Every model and tool call goes through the effect journal (`agents.journal.perform`) with an
 attempt-independent key, so after a restore the re-driven run gets the recorded results and
@@ -326,8 +329,8 @@ class AgentOperator(Operator):
     # -- driving a run --------------------------------------------------------------------
 
     async def on_wake(self, key: bytes, ctx: Context) -> None:
-        """Perform one action of run ``key`` (a model call with the read-only tool calls it
-        asked for count as one) and, if it has more to do, wake it again."""
+        """Perform one step of run ``key`` (`_step`; one action of a rollback) and, if it has
+        more to do, wake it again."""
         state = self._runs.get(ctx.state, ctx.partition, key.decode())
         if state is None:
             return
