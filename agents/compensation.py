@@ -21,13 +21,13 @@ Fault points (``agents.faults``): those of tools, ``tool.<compensating tool>.<mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from agents import rollback
 from agents.alerts import post_alert
 from agents.declaration import Agent
-from agents.journal import EffectKind, EffectResult, EffectUnknown, Journal, OnUnknown
+from agents.effect_calls import EffectCalls
+from agents.journal import EffectKind, EffectResult, Journal, OnUnknown
 from agents.metrics import AgentMetrics
 from agents.run import Idle, Transition
 from agents.run_cache import json_value
@@ -35,29 +35,12 @@ from agents.state import RunState
 from agents.tools import ToolContext
 from operators.contract import Context
 
-__all__ = ["ALERT_EFFECT", "Compensator", "EffectRunner"]
+__all__ = ["ALERT_EFFECT", "Compensator"]
 
 logger = logging.getLogger(__name__)
 
 ALERT_EFFECT = "alert_webhook"
 """The name alert webhook calls carry in the journal."""
-
-
-class EffectRunner(Protocol):
-    """The operator's way to perform an effect through the journal (with its metrics)."""
-
-    def __call__(
-        self,
-        state: RunState,
-        ctx: Context,
-        kind: EffectKind,
-        name: str,
-        key: str,
-        request: dict[str, Any],
-        on_unknown: OnUnknown,
-        call: Callable[[], Any],
-        lookup: Callable[[], Any] | None,
-    ) -> Awaitable[EffectResult | EffectUnknown]: ...
 
 
 class Compensator:
@@ -69,12 +52,12 @@ class Compensator:
         journal: Journal,
         metrics: AgentMetrics,
         labels: tuple[str, str, str],
-        effect: EffectRunner,
+        calls: EffectCalls,
         *,
         pipeline: str,
     ) -> None:
         self.agent, self._journal, self._metrics = agent, journal, metrics
-        self._labels, self._effect, self._pipeline = labels, effect, pipeline
+        self._labels, self._calls, self._pipeline = labels, calls, pipeline
         self._tools = {t.name: t for t in agent.tools}
 
     def next_action(self, state: RunState) -> rollback.RollbackAction:
@@ -133,7 +116,7 @@ class Compensator:
                 return await find(tool_ctx)
 
             lookup = lookup_call
-        outcome = await self._effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
+        outcome = await self._calls.effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
                                      action.arguments, tool.on_unknown, call, lookup)  # fmt: skip
         value: Any = None
         if isinstance(outcome, EffectResult):
@@ -172,7 +155,7 @@ class Compensator:
         async def call() -> Any:
             return await post_alert(url, action.key, alert)
 
-        outcome = await self._effect(state, ctx, EffectKind.TOOL, ALERT_EFFECT, action.key,
+        outcome = await self._calls.effect(state, ctx, EffectKind.TOOL, ALERT_EFFECT, action.key,
                                      alert, OnUnknown.RETRY, call, None)  # fmt: skip
         error = outcome.error if isinstance(outcome, EffectResult) else outcome.reason
         if error is not None:

@@ -159,8 +159,7 @@ class AgentOperator(Operator):
             save=lambda step, context: self._save(step, context.state, context),
         )  # fmt: skip
         self._compensator = Compensator(
-            self.agent, self._journal, self._metrics, self._labels, calls.effect,
-            pipeline=self.pipeline,
+            self.agent, self._journal, self._metrics, self._labels, calls, pipeline=self.pipeline,
         )  # fmt: skip
         if self.agent.resources is not None:
             await self.agent.resources.acquire()

@@ -108,7 +108,7 @@ class ScriptedModel:
         sizes, chars = self._sizes, 0
         for message in messages:
             kept = sizes.get(id(message))
-            if kept is None or kept[0] is not message:
+            if kept is None:
                 if len(sizes) >= _MAX_SIZES:
                     sizes.clear()
                 kept = sizes[id(message)] = (message, _chars(message))

@@ -63,8 +63,8 @@ checkpoints; auto compaction stays on:
   1.8x and 11.1x; over 200 checkpoints 2.86x and 19.8x (the base level grows
   until its first push-down, after 50). The worst checkpoint is the one after
   an L0 compaction: it rewrites the whole base level, which grows with the keys
-  updated since the base level was last pushed down. Measured alternatives (200k keys, worst):
-  2 and 8 MiB files 4.2x mean and 18.9x; 4 MiB base 18.9x; 256-512 KiB files
+  updated since the base level was last pushed down. Measured alternatives
+  (200k keys, worst): 2 and 8 MiB files 4.2x mean and 18.9x; 4 MiB base 18.9x; 256-512 KiB files
   with 0.25-1 MiB bases 17-21x (a push-down into the last level rewrote the
   one SST of the initial load whole); zstd 12.4x; universal compaction 16.1x;
   static level sizes 10.8x; L0 trigger 8 0.9-1.1x mean, 9.4-10.8x worst.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from agents.journal import InMemoryJournal, JournalEntry, JournalUnavailableError
 from agents.run_encoding import encode_run
-from tests.unit.agents.test_agent_operator import TOPICS, Desk, FakeContext, Wake, opened
+from tests.unit.agents.test_agent_operator import TOPICS, Desk, opened
 
 
 class GatedJournal(InMemoryJournal):
@@ -37,12 +37,6 @@ async def until(condition: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
-def next_wake(desk: Desk) -> Wake:
-    (wake,) = desk.world.wakes
-    desk.world.wakes.remove(wake)
-    return wake
-
-
 async def test_the_tool_is_called_before_the_reply_is_durable_and_nothing_is_saved_before() -> None:
     desk = Desk([[("look", {"x": 1})], "done"])
     journal = desk.journal = GatedJournal()
@@ -50,8 +44,8 @@ async def test_the_tool_is_called_before_the_reply_is_durable_and_nothing_is_sav
     await desk.open()
     await desk.task()
     before = dict(desk.world.state(TOPICS.tasks).rows)
-    wake = next_wake(desk)
-    waking = asyncio.ensure_future(desk.op.on_wake(wake.key, _context(desk, wake)))
+    (wake,) = desk.world.wakes
+    waking = asyncio.ensure_future(desk.fire(wake))
     # The model answered and the tool ran; four writes (issued, done of each) are in flight.
     await until(lambda: desk.calls["look"] == 1 and journal.waiting == 4, "look called")
     assert dict(desk.world.state(TOPICS.tasks).rows) == before
@@ -87,9 +81,9 @@ async def test_an_unacknowledged_done_saves_nothing_and_the_next_wake_replays_th
     assert (desk.model.calls, desk.calls["look"]) == (1, 1)
     assert dict(desk.world.state(TOPICS.tasks).rows) == before
     assert len(desk.world.emitted) == emitted
-    later = next_wake(desk)
+    (later,) = desk.world.wakes
     assert later.after_s > 0
-    await desk.op.on_wake(later.key, _context(desk, later))
+    await desk.fire(later)
     await desk.drain()
     # The held done is written again (not called again), the tool's done replayed.
     assert (desk.model.calls, desk.calls["look"]) == (2, 1)  # 2: the final answer
@@ -108,7 +102,3 @@ async def test_an_effect_is_not_called_in_the_same_wake_up_as_the_reply_that_ask
     run = desk.world.run()
     assert encode_run(run).document == run.encode()
     assert [c.name for c in run.pending_calls] == ["refund"]
-
-
-def _context(desk: Desk, wake: Wake) -> FakeContext:
-    return FakeContext(desk.world, wake.topic)
