@@ -13,12 +13,13 @@ aligning barriers, snapshotting, and writing its outputs.
 4. assign the input partitions (no consumer group) and seek each to ``R_p`` of the restore
    point, or to the beginning;
 5. loop: handle control messages (``trigger``: barrier n on every source channel at the read
-   position; ``completed``, ``aborted``, ``stop``), fetch records, classify each (`Inputs`:
-   source data, or records of the job's own topics through the `RestoreFilter`) and pass it
-   through the `BarrierAligner` to processing (`OperatorCalls`: a synchronous process
-   function is called directly when no barrier is being aligned), run the wake-ups that are
-   due, then ship the outputs gathered; ``stop`` ends the loop (the job is stopping) and `run`
-   returns.
+   position; ``completed``, ``aborted``, ``stop``), settle the sinks' background work
+   (`Sink.poll`: an exactly-once sink's transaction runs beside the loop), fetch records,
+   classify each (`Inputs`: source data, or records of the job's own topics through the
+   `RestoreFilter`) and pass it through the `BarrierAligner` to processing (`OperatorCalls`:
+   a synchronous process function is called directly when no barrier is being aligned), run
+   the wake-ups that are due, then ship the outputs gathered; ``stop`` ends the loop (the job
+   is stopping) and `run` returns.
 
 Emitted records, barrier markers and dead letters go out through `Outputs`
 (`operators.runtime.outputs`): to a sink topic's `Sink`, or through the producer stamped with
@@ -334,6 +335,8 @@ class Subtask:
         assert self._outputs is not None
         if self._upload is not None and self._upload.done():
             self._upload.result()  # an upload failure fails the subtask
+        for sink in self._each_sink():
+            sink.poll()  # a failed publication fails the subtask
         batches = await self._consumer.getmany(
             timeout_ms=poll_timeout_ms(
                 self._settings.fetch_timeout_ms,

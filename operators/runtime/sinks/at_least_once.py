@@ -75,5 +75,8 @@ class AtLeastOnceSink(Sink):
     async def on_completed(self, checkpoint_id: int) -> None:
         """Nothing waits for a completion."""
 
+    def poll(self) -> None:
+        """Nothing runs in the background: the subtask's producer sends."""
+
     async def close(self) -> None:
         """Nothing of its own to release."""

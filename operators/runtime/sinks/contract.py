@@ -24,9 +24,11 @@ Lifecycle, in the order the subtask drives it (steps of `operators.runtime.subta
 4. ``on_completed(n)`` when the coordinator says checkpoint ``n`` completed, before the
    operator hears of it. ``n`` grows from call to call but may skip ids (an aborted checkpoint
    never completes): it covers every interval ≤ n. The sink may now make the outputs of those
-   intervals visible; a failure here fails the subtask, and the next attempt's ``open``
-   publishes them instead.
-5. ``close()``, once, when the subtask stops, fails or is cancelled, also when ``open`` failed
+   intervals visible, now or in the background; a failure fails the subtask (raised here or
+   by ``poll``), and the next attempt's ``open`` publishes them instead.
+5. ``poll()`` on every turn of the subtask's loop (between calls, never during a snapshot's
+   synchronous phase): settle background work, touching state if it must; raise its failure.
+6. ``close()``, once, when the subtask stops, fails or is cancelled, also when ``open`` failed
    or never ran.
 
 There is no abort hook: the outputs of an aborted checkpoint ``n`` keep interval ``n`` and
@@ -83,6 +85,10 @@ class Sink(ABC):
     @abstractmethod
     async def on_completed(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` is durable: the outputs of intervals ≤ it may show."""
+
+    @abstractmethod
+    def poll(self) -> None:
+        """Settle what runs in the background; raise its failure."""
 
     @abstractmethod
     async def close(self) -> None:

@@ -3,6 +3,7 @@ exactly-once sink, and the subtask's producer."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +32,8 @@ class MemoryState:
 @dataclass
 class FakeTransactions:
     """`Transactions` whose committed transactions are a list; ``fail`` makes the next
-    ``publish`` raise (the transaction aborts: nothing is committed)."""
+    ``publish`` raise (the transaction aborts: nothing is committed); while ``hold`` is
+    given and not set, a ``publish`` waits before it commits."""
 
     published: int = 0
     """What the progress topic says at ``start``."""
@@ -39,6 +41,7 @@ class FakeTransactions:
     started: bool = False
     stopped: bool = False
     fail: bool = False
+    hold: asyncio.Event | None = None
 
     async def start(self) -> None:
         self.started = True
@@ -50,6 +53,8 @@ class FakeTransactions:
     async def publish(self, outputs: Sequence[SinkOutput], up_to: int) -> None:
         assert self.started
         assert not self.stopped
+        if self.hold is not None:
+            await self.hold.wait()
         if self.fail:
             self.fail = False
             raise ConnectionError("broker went away mid-transaction")
