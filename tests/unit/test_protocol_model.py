@@ -93,18 +93,26 @@ sources = st.integers(0, 40).flatmap(
     lambda n: st.lists(st.tuples(st.integers(0, 7), st.integers(0, 9)), min_size=n, max_size=n)
 )
 
-CRASHES: Final = ("crash", "crash aligned", "crash completed", "crash declined", "crash published")
+CRASHES: Final = (
+    "crash",
+    "crash aligned",
+    "crash completed",
+    "crash declined",
+    "crash publishing",
+    "crash published",
+)
 TIMEOUTS: Final = ("timeout", "timeout buffered")
 """Faults a plan may hold. A crash is a global crash and recovery; a timeout is the clock
 jumping past the checkpoint timeout, which aborts what is in flight.
 
 A plain fault happens at its step; an aimed one right after the first step, from its step on,
 in which that happened: ``aligned`` is after a sync phase and before its ack (mid-upload),
-``completed`` after the manifest commit and before any sink publication, ``published`` between
-a sink transaction and the next checkpoint, ``buffered`` while a subtask aligns with records
-in its buffer (so that the abort has something to release). An aim not met within
-``AIM_PATIENCE`` steps happens anyway; what is left of the plan at the end is dropped (a
-crash there would mostly rewind over what the run just did, hiding a loss)."""
+``completed`` after the manifest commit and before any sink publication, ``publishing`` while a
+sink transaction runs beside the loop, ``published`` between a sink commit and the next
+checkpoint (the loop may not have removed the outputs from state yet), ``buffered`` while a
+subtask aligns with records in its buffer (so that the abort has something to release). An
+aim not met within ``AIM_PATIENCE`` steps happens anyway; what is left of the plan at the end
+is dropped (a crash there would mostly rewind over what the run just did, hiding a loss)."""
 AIM_PATIENCE: Final = 30
 
 

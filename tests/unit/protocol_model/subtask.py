@@ -82,6 +82,18 @@ class DeclineMessage:
 Upload = tuple[int, Mapping[TopicPartition, int], Snapshot]
 
 
+@dataclass(slots=True)
+class Publication:
+    """A sink transaction in flight beside the subtask's loop (``ExactlyOnceSink``): the
+    outputs of ``intervals`` up to checkpoint ``up_to``; ``committed`` once the sink topic
+    holds them, after which the loop removes them from state."""
+
+    up_to: int
+    intervals: tuple[int, ...]
+    outputs: tuple[tuple[int, int], ...]
+    committed: bool = False
+
+
 class SimSubtask:
     """One subtask of one attempt. Everything here is lost in a crash."""
 
@@ -111,6 +123,11 @@ class SimSubtask:
         self.uploads: deque[Upload] = deque()
         self.inbox: deque[TriggerMessage | AbortMessage | CompletedMessage] = deque()
         self.fenced = False
+        self.completed = 0
+        """The newest checkpoint this sink subtask heard completed."""
+        self.published = 0
+        """The newest checkpoint whose outputs this sink subtask published and removed."""
+        self.publishing: Publication | None = None
 
     @property
     def name(self) -> str:

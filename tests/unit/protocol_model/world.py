@@ -14,7 +14,11 @@ writes real ``sg-*`` headers, and the coordinator decides with the real
   Both survive crashes; everything else of a subtask does not.
 * The sink topic holds committed transactions only (what ``read_committed`` consumers see)
   and, per sink subtask, the "published up to" mark and the producer epoch that fences
-  zombies.
+  zombies. A sink subtask publishes as ``ExactlyOnceSink`` does: a completion starts a
+  transaction beside the loop (an event of its own commits it), and only a later event of
+  the loop removes what it published from state, so snapshots and crashes fall in between.
+  A crash finds a transaction in flight committed or aborted (its successor's fencing waits
+  for a commit already under way, or aborts it).
 * Operator ``i`` reads topic ``t{i}`` (``t0`` is the source) and folds each value into a
   per-key accumulator, emitting the new accumulator to ``t{i+1}`` (the last operator emits to
   the sink). The fold is order-sensitive, so a lost, repeated or reordered record shows.
@@ -56,6 +60,7 @@ from tests.unit.protocol_model.subtask import (
     CompletedMessage,
     DeclineMessage,
     LogRecord,
+    Publication,
     SimSubtask,
     Snapshot,
     TriggerMessage,
@@ -140,6 +145,7 @@ class World:
                 "declined",
                 "released on abort",
                 "fenced",
+                "publishing",
                 "published",
             ),
             0,
@@ -170,6 +176,10 @@ class World:
         for sub in self.subtasks.values():
             if sub.uploads:
                 steps.append((f"upload {sub.name}", self._upload(sub)))
+            if sub.publishing is not None:
+                done = "settle" if sub.publishing.committed else "commit"
+                label = f"{done} {sub.name}'s publication up to {sub.publishing.up_to}"
+                steps.append((label, self._publication_step(sub)))
             if sub.inbox:
                 steps.append((f"deliver {sub.inbox[0]} to {sub.name}", self._deliver(sub)))
         if self.source:
@@ -218,7 +228,7 @@ class World:
             not self.source
             and self.tracker.in_flight is None
             and all(
-                not sub.unpublished and sub.aligner.aligning is None
+                not sub.unpublished and sub.aligner.aligning is None and sub.publishing is None
                 for sub in self.subtasks.values()
             )
         )
@@ -341,13 +351,38 @@ class World:
                 return
             if sub.operator != self.shape.operators - 1:
                 return
-            n = message.checkpoint_id
-            intervals = sorted(i for i in sub.unpublished if i <= n)
-            outputs = [o for i in intervals for o in sub.unpublished.pop(i)]
-            self.sink.commit(sub.uid, sub.attempt, n, outputs)
-            self._count("published")
+            sub.completed = max(sub.completed, message.checkpoint_id)
+            self._start_publication(sub)
 
         return perform
+
+    def _start_publication(self, sub: SimSubtask) -> None:
+        """`ExactlyOnceSink.poll`: start a transaction of what completed, unless one runs."""
+        if sub.publishing is not None or sub.completed <= sub.published:
+            return
+        intervals = tuple(sorted(i for i in sub.unpublished if i <= sub.completed))
+        outputs = tuple(o for i in intervals for o in sub.unpublished[i])
+        sub.publishing = Publication(sub.completed, intervals, outputs)
+        self._count("publishing")
+
+    def _publication_step(self, sub: SimSubtask) -> Callable[[Chooser], None]:
+        def perform(_: Chooser) -> None:
+            publication = sub.publishing
+            assert publication is not None
+            if not publication.committed:  # the transaction commits, beside the loop
+                self._commit_publication(sub, publication)
+                return
+            for interval in publication.intervals:  # the loop's next poll settles it
+                del sub.unpublished[interval]
+            sub.published, sub.publishing = publication.up_to, None
+            self._start_publication(sub)
+
+        return perform
+
+    def _commit_publication(self, sub: SimSubtask, publication: Publication) -> None:
+        self.sink.commit(sub.uid, sub.attempt, publication.up_to, list(publication.outputs))
+        publication.committed = True
+        self._count("published")
 
     def _coordinator_receive(self, _: Chooser) -> None:
         message = self.to_coordinator.popleft()
@@ -423,6 +458,10 @@ class World:
         self.to_coordinator.clear()
         self.committing = None
         for old in self.subtasks.values():
+            # Fencing by the successors: a transaction in flight ends committed or aborted.
+            if old.publishing is not None and not old.publishing.committed and chooser(2):
+                self._commit_publication(old, old.publishing)
+            old.publishing = None
             if self.config.zombies and chooser(2):
                 old.inbox.clear()
                 old.uploads.clear()
@@ -439,6 +478,10 @@ class World:
             found.append("crash between sync phase and ack")
         if any(isinstance(m, CompletedMessage) for sub in subs for m in sub.inbox):
             found.append("crash between completion and sink publication")
+        if any(sub.publishing is not None and not sub.publishing.committed for sub in subs):
+            found.append("crash with a sink transaction in flight")
+        if any(sub.publishing is not None and sub.publishing.committed for sub in subs):
+            found.append("crash between a sink commit and its removal from state")
         if self.committing is not None:
             found.append("crash before manifest commit")
         return found or ["crash elsewhere"]
