@@ -1,7 +1,7 @@
 """Durable agent steps per second, and the per-step cost of durability, vs LangGraph + SQLite.
 
     uv run --frozen python -m bench.agent_steps [--runs 20] [--steps 40] [--interval 1]
-        [--parallelism 2] [--fetch-timeout-ms 50] [--job-rounds 3]
+        [--parallelism 2] [--fetch-timeout-ms 50] [--job-rounds 3] [--processes 2]
 
 One agent whose scripted model (no latency) makes a ``--steps``-step run: ``steps - 1`` model
 calls each asking for one read-only in-process tool call (``add(a, b)``), then a final answer.
@@ -12,7 +12,12 @@ A step is one model call and the tool call it asked for. Measured, in this order
    steps/s = runs x steps / (submit → last result read from the results sink, read_committed),
    and also over the first model call → the last final answer (the engine's own pace, without
    the wait for the checkpoint that publishes the results); ``--job-rounds`` rounds, each a
-   new job, the table giving the median round and the notes the range. Every model and tool
+   new job, the table giving the median round and the notes the range. Paired with each
+   round, the same submit → last result with the agent's subtasks in ``--processes`` worker
+   processes (one agent subtask each; one of them also runs the approvals router) and a
+   coordinator process, as a deployment runs them (0: not
+   run; a warm-up run's result is read first; the engine's pace is not measured across
+   processes). Every model and tool
    call is journaled (``issued`` then ``done``, ``acks=all``; these calls may be retried, so
    ``issued`` is sent beside the call and ``done`` behind it, and a model call's entries and
    those of the read-only tool call it asked for are awaited together before the step's safe
@@ -82,7 +87,7 @@ from agents.models.scripted import ScriptedModel
 from agents.operator import AgentOperator
 from agents.state import Budget, RunStatus
 from agents.tools import ToolContext, tool
-from bench.processes import kafka_bootstrap
+from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import report_table
 from coordinator.local import LocalJob
 from operators.contract import Record
@@ -207,6 +212,43 @@ async def local_job(
         check_result(json.loads(record.value), steps)
     assert window.first is not None
     return Measured(elapsed, runs, steps), Measured(window.last - window.first, runs, steps)
+
+
+async def process_job(
+    bootstrap: str, runs: int, steps: int, interval: float, workers: int
+) -> Measured:
+    """submit → last result with the agent's ``workers`` subtasks in as many worker processes
+    and the coordinator in one more, as a deployment runs them."""
+    tag = uuid.uuid4().hex[:8]
+    graph, topics = agent_graph(counting_agent(steps), tag, workers)
+    await ensure_topics(bootstrap, graph)
+    imports = "from bench.agent_steps import agent_graph, counting_agent"
+    expr = f"agent_graph(counting_agent({steps}), {tag!r}, {workers})[0]"
+    with (
+        tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp,
+        ProcessCluster(Path(tmp), bootstrap, imports, expr) as cluster,
+    ):
+        cluster.start_coordinator(interval=interval)
+        for n in range(1, workers + 1):  # 2 slots: the agent's subtask, and room for its router
+            cluster.start_worker(f"w{n}", slots=2)
+        # Warm: one run through every stage, its result published by a completed checkpoint.
+        await submit_tasks(bootstrap, topics.tasks, [task(-1)])
+        if len(await read_sink(bootstrap, topics.results, 1, timeout_s=180)) != 1:
+            cluster.check_alive()
+            raise RuntimeError(f"the warm-up run's result did not arrive; logs in {tmp}")
+        reader = asyncio.create_task(
+            read_sink(bootstrap, topics.results, runs + 1, timeout_s=60 + runs * steps * 0.1)
+        )
+        started = time.monotonic()
+        await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])
+        results = await reader
+        elapsed = time.monotonic() - started
+        cluster.check_alive()
+    if len(results) != runs + 1:
+        raise RuntimeError(f"{len(results) - 1} of {runs} results arrived in time")
+    for record in results:
+        check_result(json.loads(record.value), steps)
+    return Measured(elapsed, runs, steps)
 
 
 # -- 2. Direct, one run at a time ----------------------------------------------------------
@@ -344,16 +386,19 @@ async def sluicegate(
     parallelism: int,
     fetch_ms: int,
     job_rounds: int,
+    processes: int,
 ) -> dict[str, Measured]:
     measured: dict[str, Measured] = {}
-    rounds = [
-        await local_job(bootstrap, runs, steps, interval, parallelism, fetch_ms)
-        for _ in range(job_rounds)
-    ]
-    for name, index in (("job", 0), ("job_engine", 1)):
-        by_pace = sorted((r[index] for r in rounds), key=lambda m: m.elapsed)
-        measured[name] = by_pace[len(by_pace) // 2]  # the median round (the upper of two)
-        measured[f"{name}_fastest"], measured[f"{name}_slowest"] = by_pace[0], by_pace[-1]
+    rounds: list[tuple[Measured, Measured]] = []
+    in_processes: list[Measured] = []
+    for _ in range(job_rounds):  # paired: the same runs in one process, then in several
+        rounds.append(await local_job(bootstrap, runs, steps, interval, parallelism, fetch_ms))
+        if processes:
+            in_processes.append(await process_job(bootstrap, runs, steps, interval, processes))
+    _keep_median(measured, "job", [r[0] for r in rounds])
+    _keep_median(measured, "job_engine", [r[1] for r in rounds])
+    if in_processes:
+        _keep_median(measured, "processes", in_processes)
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         # Interleaved, the median of DIRECT_ROUNDS each: one repetition moves by 15%.
         direct: dict[str, list[Measured]] = {"plain": [], "memory": [], "kafka": []}
@@ -366,8 +411,19 @@ async def sluicegate(
     return measured
 
 
+def _keep_median(measured: dict[str, Measured], name: str, rounds: list[Measured]) -> None:
+    """The median round as ``name`` (the upper of two), its fastest and slowest beside it."""
+    by_pace = sorted(rounds, key=lambda m: m.elapsed)
+    measured[name] = by_pace[len(by_pace) // 2]
+    measured[f"{name}_fastest"], measured[f"{name}_slowest"] = by_pace[0], by_pace[-1]
+
+
 def report(
-    ours: dict[str, Measured], theirs: dict[str, Any] | str, runs: int, job_rounds: int
+    ours: dict[str, Measured],
+    theirs: dict[str, Any] | str,
+    runs: int,
+    job_rounds: int,
+    processes: int,
 ) -> None:
     def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         ms = f"{m.ms_per_step:.2f}" if per_step else "-"
@@ -378,6 +434,8 @@ def report(
         row("sluicegate LocalJob (Kafka journal + RocksDB + checkpoints), submit→result",
             str(runs), ours["job"], per_step=False),
         row("  same, first model call→last answer", str(runs), ours["job_engine"], False),
+        *([row(f"sluicegate, {processes} worker processes + coordinator, submit→result",
+               str(runs), ours["processes"], False)] if "processes" in ours else []),
         row("sluicegate direct, plain loop (no durability)", "1", ours["plain"], True),
         row("sluicegate direct, AgentOperator + in-memory journal + RocksDB", "1",
             ours["memory"], True),
@@ -410,6 +468,13 @@ def report(
         "published by the checkpoint after the last answer, so submit→result moves by up to "
         "one interval between rounds)"
     ]
+    if "processes" in ours:
+        notes.append(
+            f"worker processes rows: {processes} `sluicegate worker` processes (one agent "
+            f"subtask each) and a `sluicegate coordinator`, paired with each LocalJob round; "
+            f"{ours['processes_slowest'].steps_per_s:,.0f}-"
+            f"{ours['processes_fastest'].steps_per_s:,.0f} steps/s submit→result"
+        )
     if isinstance(theirs, str):
         notes.append(f"langgraph: unavailable ({theirs.strip()})")
     else:
@@ -418,6 +483,9 @@ def report(
              "sqlite_sync"),
             ("LocalJob submit→result", "langgraph+sqlite sync, all at once", "job",
              "sqlite_sync_concurrent"),
+            *([(f"{processes} worker processes submit→result",
+                "langgraph+sqlite sync, all at once", "processes", "sqlite_sync_concurrent")]
+              if "processes" in ours else []),
             ("direct Kafka journal + RocksDB", "langgraph+sqlite sync, one at a time", "kafka",
              "sqlite_sync"),
         ]  # fmt: skip
@@ -442,14 +510,17 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2, help="subtasks of the agent")
     parser.add_argument("--job-rounds", type=int, default=3, help="LocalJob rounds (median)")
     parser.add_argument(
+        "--processes", type=int, default=2, help="worker processes of the paired job (0: none)"
+    )
+    parser.add_argument(
         "--fetch-timeout-ms",
         type=int,
         default=SubtaskSettings().fetch_timeout_ms,
         help="SubtaskSettings.fetch_timeout_ms: an idle subtask runs due wake-ups this often",
     )
     args = parser.parse_args()
-    if args.steps < 1 or args.runs < 1 or args.job_rounds < 1:
-        parser.error("--runs, --steps and --job-rounds are at least 1")
+    if args.steps < 1 or args.runs < 1 or args.job_rounds < 1 or args.processes < 0:
+        parser.error("--runs, --steps and --job-rounds are at least 1, --processes at least 0")
     # Leader elections on new topics: the journal's rebuild retries until the leader is there.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     started = time.monotonic()
@@ -462,6 +533,7 @@ def main() -> None:
             args.parallelism,
             args.fetch_timeout_ms,
             args.job_rounds,
+            args.processes,
         )
         ours = asyncio.run(measuring)
     theirs = langgraph(args.runs, args.steps)
@@ -470,7 +542,7 @@ def main() -> None:
         f"answers); LocalJob: checkpoint interval {args.interval} s, {args.parallelism} "
         f"subtasks, fetch timeout {args.fetch_timeout_ms} ms"
     )
-    report(ours, theirs, args.runs, args.job_rounds)
+    report(ours, theirs, args.runs, args.job_rounds, args.processes)
     print(f"benchmark took {time.monotonic() - started:.0f} s")
 
 
