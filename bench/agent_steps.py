@@ -15,9 +15,8 @@ A step is one model call and the tool call it asked for. Measured, in this order
    new job, the table giving the median round and the notes the range. Paired with each
    round, the same submit → last result with the agent's subtasks in ``--processes`` worker
    processes (one agent subtask each; one of them also runs the approvals router) and a
-   coordinator process, as a deployment runs them (0: not
-   run; a warm-up run's result is read first; the engine's pace is not measured across
-   processes). Every model and tool
+   coordinator process, as a deployment runs them (0: not run; a warm-up run's result is read
+   first; the engine's pace is not measured across processes). Every model and tool
    call is journaled (``issued`` then ``done``, ``acks=all``; these calls may be retried, so
    ``issued`` is sent beside the call and ``done`` behind it, and a model call's entries and
    those of the read-only tool call it asked for are awaited together before the step's safe
@@ -74,6 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiokafka import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from agents import run as machine
@@ -196,20 +196,11 @@ async def local_job(
         try:
             # Warm: topics made, subtasks assigned, journals rebuilt, sinks' producers fenced.
             await job.wait_for_checkpoints(1, timeout_s=120)
-            reader = asyncio.create_task(
-                read_sink(bootstrap, topics.results, runs, timeout_s=60 + runs * steps * 0.1)
-            )
-            started = time.monotonic()
-            await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])
-            results = await reader
-            elapsed = time.monotonic() - started
+            elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=0)
             job.raise_failure()
         finally:
             await job.crash()
-    if len(results) != runs:
-        raise RuntimeError(f"{len(results)} of {runs} results arrived in time")
-    for record in results:
-        check_result(json.loads(record.value), steps)
+    check_results(results, runs, steps)
     assert window.first is not None
     return Measured(elapsed, runs, steps), Measured(window.last - window.first, runs, steps)
 
@@ -236,19 +227,31 @@ async def process_job(
         if len(await read_sink(bootstrap, topics.results, 1, timeout_s=180)) != 1:
             cluster.check_alive()
             raise RuntimeError(f"the warm-up run's result did not arrive; logs in {tmp}")
-        reader = asyncio.create_task(
-            read_sink(bootstrap, topics.results, runs + 1, timeout_s=60 + runs * steps * 0.1)
-        )
-        started = time.monotonic()
-        await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])
-        results = await reader
-        elapsed = time.monotonic() - started
+        elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=1)
         cluster.check_alive()
-    if len(results) != runs + 1:
-        raise RuntimeError(f"{len(results) - 1} of {runs} results arrived in time")
+    check_results(results, runs + 1, steps)  # the warm-up run's result among them
+    return Measured(elapsed, runs, steps)
+
+
+async def submit_and_read(
+    bootstrap: str, topics: AgentTopics, runs: int, steps: int, *, earlier: int
+) -> tuple[float, list[ConsumerRecord[bytes, bytes]]]:
+    """Submit ``runs`` tasks at once; the seconds until every result is readable
+    read_committed (``earlier`` results were there before), and the results read."""
+    reader = asyncio.create_task(
+        read_sink(bootstrap, topics.results, earlier + runs, timeout_s=60 + runs * steps * 0.1)
+    )
+    started = time.monotonic()
+    await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])
+    results = await reader
+    return time.monotonic() - started, results
+
+
+def check_results(results: list[ConsumerRecord[bytes, bytes]], runs: int, steps: int) -> None:
+    if len(results) != runs:
+        raise RuntimeError(f"{len(results)} of {runs} results arrived in time")
     for record in results:
         check_result(json.loads(record.value), steps)
-    return Measured(elapsed, runs, steps)
 
 
 # -- 2. Direct, one run at a time ----------------------------------------------------------

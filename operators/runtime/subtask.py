@@ -177,6 +177,8 @@ class Subtask:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
+        self._distinct_sinks: list[Sink] = []
+        """Every sink once (topics may share one), in the order of the operator's outputs."""
         """sink topic -> its sink; topics may share one"""
         self.records_in = 0
         self._outputs: Outputs | None = None
@@ -256,17 +258,14 @@ class Subtask:
             appender=batches,
             metadata=self._store.metadata(),
         )
+        self._distinct_sinks = list(dict.fromkeys(self._sinks.values()))
         self._outputs = self._calls.outputs = Outputs(
             self.graph, self.id, attempt=self.attempt, producer=self._producer,
             batches=batches, sinks=self._sinks, metrics=self._metrics,
         )  # fmt: skip
         restored = self._restore.checkpoint_id if self._restore else None
-        for sink in self._each_sink():
+        for sink in self._distinct_sinks:
             await sink.open(restored)
-
-    def _each_sink(self) -> list[Sink]:
-        """Every sink once (topics may share one), in the order of the operator's outputs."""
-        return list(dict.fromkeys(self._sinks.values()))
 
     async def _start_consumer(self) -> None:
         self._consumer = kafka_clients.consumer(
@@ -303,7 +302,7 @@ class Subtask:
             for closer in (self._consumer, self._producer):
                 if closer is not None:
                     await close_quietly(self.name, type(closer).__name__, closer.stop())
-            for sink in self._each_sink():
+            for sink in self._distinct_sinks:
                 await close_quietly(self.name, type(sink).__name__, sink.close())
         finally:
             if self._store is not None:
@@ -335,7 +334,7 @@ class Subtask:
         assert self._outputs is not None
         if self._upload is not None and self._upload.done():
             self._upload.result()  # an upload failure fails the subtask
-        for sink in self._each_sink():
+        for sink in self._distinct_sinks:
             sink.poll()  # a failed publication fails the subtask
         batches = await self._consumer.getmany(
             timeout_ms=poll_timeout_ms(
@@ -472,7 +471,7 @@ class Subtask:
         alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
         await self._calls.executor.drain()
         self._operator.on_snapshot(n)
-        for sink in self._each_sink():
+        for sink in self._distinct_sinks:
             sink.on_snapshot(n)
         if self._upload is not None:
             await self._upload  # at most one upload at a time; normally long finished
@@ -526,7 +525,7 @@ class Subtask:
         await self._control.send(ack)
 
     async def _on_completed(self, checkpoint_id: int) -> None:
-        for sink in self._each_sink():
+        for sink in self._distinct_sinks:
             await sink.on_completed(checkpoint_id)
         await self._operator.on_completed(checkpoint_id)
         keep = self._settings.keep_local_checkpoints
