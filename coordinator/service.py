@@ -2,10 +2,10 @@
 
 All decisions happen in one asyncio task without locks (`Coordinator.run`); the decisions
 themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`,
-`LivenessTracker`, `RestartPolicy`, `plan_retention`. Workers are reached only through a
-`CoordinatorLink`: the Kafka control topics (`operators.runtime.kafka_control`), or an in-memory
-bus when coordinator and workers share a process (`coordinator.local.LocalJob`): one coordinator
-loop either way.
+`LivenessTracker`, `RestartPolicy`, `plan_retention`; steps 1 and 2 below are
+`coordinator.placement`'s. Workers are reached only through a `CoordinatorLink`: the Kafka
+control topics (`operators.runtime.kafka_control`), or an in-memory bus when coordinator and
+workers share a process (`coordinator.local.LocalJob`): one coordinator loop either way.
 
 `run` performs, in order:
 
@@ -16,8 +16,8 @@ loop either way.
    flight is abandoned, and the pipeline recovers from the last completed checkpoint;
 2. send `Retire(attempt)` and wait until every live worker answered `Retired` (their older
    subtasks finished the calls in flight and stopped: `coordinator.retirement`), and for
-   enough slots; then assign every subtask and send `Assign` (attempt, checkpoint to restore,
-   next checkpoint id) to the workers;
+   enough slots (too few are logged once per change); then assign every subtask and send
+   `Assign` (attempt, checkpoint to restore, next checkpoint id) to the workers;
 3. loop: read worker messages; re-send the assignment to a worker whose heartbeat disagrees;
    trigger checkpoints (`TriggerCheckpoint` to the workers: each source subtask takes barrier n
    at its current read position; nothing is written into a source topic); when every subtask
@@ -39,14 +39,8 @@ import asyncio
 import logging
 import time
 
-from coordinator.adoption import Adopt, Wait, decide_adoption
-from coordinator.assignment import (
-    load_assignment,
-    load_plan,
-    plan_assignment,
-    save_assignment,
-    unbalanced,
-)
+from coordinator.adoption import Restart
+from coordinator.assignment import unbalanced
 from coordinator.checkpoint_stats import CheckpointStats
 from coordinator.checkpoints import (
     AbortCause,
@@ -59,14 +53,13 @@ from coordinator.housekeeping import Housekeeping
 from coordinator.incidents import Failure, RecentAbort
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
 from coordinator.liveness import LivenessTracker
-from coordinator.numbering import mark_triggered, next_checkpoint_id, take_attempt
+from coordinator.numbering import mark_triggered, next_checkpoint_id
 from coordinator.options import CoordinatorOptions
+from coordinator.placement import Placement
 from coordinator.restart import GiveUp
-from coordinator.restore_choice import CannotRestore, choose_restore
-from coordinator.retirement import RetireGate
+from coordinator.restore_choice import CannotRestore
 from coordinator.savepoints.driver import SavepointDriver
 from coordinator.savepoints.requests import SavepointRequest
-from coordinator.savepoints.restoring import already_restored
 from coordinator.source_offsets import SourceOffsets
 from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
 from operators.graph import JobGraph
@@ -128,7 +121,6 @@ class Coordinator:
         self.failure: Failure | None = None
         """The last failure seen (the job's reason when it ends ``failed``)."""
         self._link = link or KafkaCoordinatorLink(bootstrap, graph.name)
-        self._previous: dict[str, str] | None = None  # subtask -> worker, last attempt
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
         self._restart = self.settings.restart_policy
@@ -141,10 +133,8 @@ class Coordinator:
             blob_gc_interval_s=self.settings.blob_gc_interval_seconds,
         )
         self._storage_backoff = StorageBackoff()
-        self._adoption: tuple[int, dict[str, tuple[str, ...]], float] | None = None
-        """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
-        self._retiring: RetireGate | None = None
-        """Phase one of a new attempt, until it is assigned (step 2 of the module docstring)."""
+        self.placement = Placement(graph, storage, self.manifests, self.settings)
+        """Steps 1 and 2 of the module docstring: adoption, phase one, the plan."""
         self.stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
@@ -232,11 +222,11 @@ class Coordinator:
     async def _tick(self, now: float) -> None:
         if self.job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
-        if self._adoption is not None:
+        if self.placement.adopting:
             if self.stopping is None:
                 await self._try_adopt(now)
                 return
-            self._adoption = None  # a stop before the decision: stop a new attempt's way
+            self.placement.give_up_adoption()  # a stop before the decision: a new attempt's way
             await self._new_attempt()
         for worker in self.liveness.dead(now):
             self.liveness.forget(worker)
@@ -267,8 +257,8 @@ class Coordinator:
         if isinstance(message, Heartbeat):
             await self._on_heartbeat(message, now)
         elif isinstance(message, Retired):
-            if self._retiring is not None:
-                self._retiring.on_retired(message.worker_id, message.attempt)
+            if (retiring := self.placement.retiring) is not None:
+                retiring.on_retired(message.worker_id, message.attempt)
         elif self.tracker is None or self.assign is None:
             return  # recovering: the new attempt gets a new tracker
         elif isinstance(message, CheckpointAck):
@@ -302,8 +292,8 @@ class Coordinator:
             return
         if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
             await self._broadcast(self.assign)  # it missed the assignment: send it again
-        elif self._retiring is not None and beat.worker_id not in self._retiring.retired:
-            await self._broadcast(Retire(self._retiring.attempt))  # joined, or missed it
+        elif (retiring := self.placement.retiring) and beat.worker_id not in retiring.retired:
+            await self._broadcast(Retire(retiring.attempt))  # joined, or missed it
 
     async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
         commit = tracker.on_ack(ack)
@@ -458,40 +448,24 @@ class Coordinator:
     async def _start_or_adopt(self) -> None:
         """Step 1 of the module docstring: adopt when the newest plan's workers may still run
         it, else a new attempt."""
-        adopt = self.settings.adopt_seconds > 0
-        if adopt and (name := self.settings.from_savepoint) is not None:
-            adopt = await already_restored(self.storage, name)  # else the savepoint's state
-        loaded = await load_plan(self.storage) if adopt else None
-        if loaded is None:
+        if not await self.placement.start(time.monotonic()):
             await self._new_attempt()
-            return
-        attempt, plan = loaded
-        self._adoption = (attempt, plan, time.monotonic() + self.settings.adopt_seconds)
 
     async def _try_adopt(self, now: float) -> None:
-        assert self._adoption is not None
-        attempt, plan, deadline = self._adoption
-        decision = decide_adoption(attempt, plan, self.liveness.alive_infos(now))
-        if isinstance(decision, Wait) and now < deadline:
+        decision = self.placement.decide(self.liveness.alive_infos(now), now)
+        if decision is None:
             return
-        self._adoption = None
-        if not isinstance(decision, Adopt):
-            reason = decision.reason if not isinstance(decision, Wait) else (
-                f"no heartbeat from {', '.join(decision.missing)}"
-            )  # fmt: skip
-            logger.info(
-                "pipeline %s: not adopting attempt %s: %s", self.graph.name, attempt, reason
-            )
+        if isinstance(decision, Restart):
             await self._new_attempt()
             return
-        self.attempt = attempt
-        self.tracker = await self._tracker_for(attempt)
+        self.attempt = decision.attempt
+        self.tracker = await self._tracker_for(decision.attempt)
         self._take_up(decision.assignment, await self.manifests.latest())
         self.job.apply(JobEvent.WORKERS_READY)
         self._restart.on_running(now)
         logger.info(
             "pipeline %s: adopted the running attempt %s (no restart): %s",
-            self.graph.name, attempt, decision.assignment,
+            self.graph.name, decision.attempt, decision.assignment,
         )  # fmt: skip
 
     async def _tracker_for(self, attempt: int) -> CheckpointTracker:
@@ -509,7 +483,6 @@ class Coordinator:
     ) -> Assign:
         """``assignment`` runs the current attempt, restored from ``latest``."""
         assert self.tracker is not None
-        self._previous = {s: w for w, subs in assignment.items() for s in subs}
         self.assign = Assign(
             attempt=self.attempt,
             restore_from=latest.checkpoint_id if latest else None,
@@ -519,59 +492,39 @@ class Coordinator:
         return self.assign
 
     async def _new_attempt(self) -> None:
-        """Take the next attempt durably and prepare the tracker for it."""
-        self.attempt = await take_attempt(self.storage)
+        """Take the next attempt durably, prepare its tracker, and start its phase one."""
+        self.attempt = await self.placement.new_attempt(time.monotonic())
         self.tracker = await self._tracker_for(self.attempt)
         logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
-        deadline = time.monotonic() + self.settings.retire_wait_seconds
-        first = self._previous is None  # this coordinator has placed nothing yet
-        settle = self.settings.settle_seconds if first else 0.0
-        self._retiring = RetireGate(self.attempt, deadline, settle_seconds=settle)
         await self._broadcast(Retire(self.attempt))
 
     async def _try_assign(self, now: float) -> None:
-        assert self.tracker is not None
-        assert self._retiring is not None
         alive = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
-        slots = self._retiring.ready(alive, now)
-        if slots is None or sum(slots.values()) < len(self._subtasks):
+        slots = self.placement.slots(alive, now)
+        if slots is None:
             return
 
         def fell_back() -> None:
             self.restore_fallbacks += 1
 
-        choice = await choose_restore(
-            self.storage, self.manifests, self.graph, self._subtasks, attempt=self.attempt,
-            options=self.settings, on_fallback=fell_back,
-        )  # fmt: skip
-        if isinstance(choice, CannotRestore):
-            self.failure = Failure(choice.reason)
-            logger.error("pipeline %s: %s", self.graph.name, choice.reason)
+        placed = await self.placement.plan(slots, fell_back)
+        if isinstance(placed, CannotRestore):
+            self.failure = Failure(placed.reason)
+            logger.error("pipeline %s: %s", self.graph.name, placed.reason)
             self.job.apply(JobEvent.FATAL)
             return
-        latest = choice.manifest
-        if choice.materialised:  # a new checkpoint: its id is used now
+        if placed.materialised:  # a new checkpoint: its id is used now
             self.tracker = await self._tracker_for(self.attempt)
-        if self._previous is None:
-            self._previous = await load_assignment(self.storage)
-        assignment = plan_assignment(self._subtasks, slots, self._previous)
-        await save_assignment(self.storage, self.attempt, assignment)
-        assign = self._take_up(assignment, latest)
+        assign = self._take_up(placed.assignment, placed.manifest)
         self.job.apply(
             JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )
         self._restart.on_running(now)
-        if silent := self._retiring.waiting_for(alive):
-            logger.warning(
-                "attempt %s: workers %s did not retire their subtasks within %.0f s; assigned "
-                "without them (a call they still run may be repeated)",
-                self.attempt, silent, self.settings.retire_wait_seconds,
-            )  # fmt: skip
-        self._retiring = None
+        self.placement.placed(alive)
         await self._broadcast(assign)
         logger.info(
             "attempt %s assigned from checkpoint %s: %s",
-            self.attempt, assign.restore_from, assignment,
+            self.attempt, assign.restore_from, placed.assignment,
         )  # fmt: skip
 
     # -- I/O ------------------------------------------------------------------------------

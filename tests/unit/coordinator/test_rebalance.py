@@ -115,8 +115,8 @@ async def test_a_worker_that_never_retires_is_left_out_after_the_wait() -> None:
     await c._tick(now)
     assert assigned(c) is None  # w2 has not answered, and may still run an older subtask
 
-    assert c._retiring is not None
-    later = c._retiring.deadline
+    assert c.placement.retiring is not None
+    later = c.placement.retiring.deadline
     join(c, "w1", later)
     join(c, "w2", later)
     await c._tick(later)

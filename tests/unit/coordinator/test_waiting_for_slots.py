@@ -1,0 +1,92 @@
+"""A new attempt whose live workers offer fewer slots than the pipeline has subtasks waits for
+more, and says so: once for each change of the slots on offer, not on every tick, and not
+once it is placed. Without a broker (the control link is a fake that keeps what it sends)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import pytest
+
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
+from operators.protocol.messages import Heartbeat, Retired
+from operators.storage import open_storage
+from sluicegate.demos.wordcount import word_count
+from tests.unit.coordinator.test_rebalance import assigned
+from tests.unit.coordinator.test_restore_fallback import Sent
+
+
+async def join(c: Coordinator, worker: str, slots: int) -> None:
+    """``worker`` sends its first heartbeat and retires the attempt being placed."""
+    beat = Heartbeat(worker, f"{worker}-1", slots=slots, attempt=0, subtasks=())
+    await c._on_message(beat)
+    await c._on_message(Retired(worker, c.attempt))
+
+
+def waits(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "waits for slots" in r.getMessage()]
+
+
+async def test_too_few_slots_are_logged_once_per_change_until_placed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="coordinator")
+    graph = word_count(uuid.uuid4().hex[:8])
+    c = Coordinator(
+        graph,
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=CoordinatorOptions(settle_seconds=0),
+    )
+    c._link = Sent()
+    await c._new_attempt()
+    needed = len(list(graph.subtasks()))
+    assert needed == 4
+
+    await join(c, "w1", slots=1)
+    for _ in range(3):
+        await c._tick(time.monotonic())
+    assert assigned(c) is None
+    assert waits(caplog) == [
+        f"pipeline {graph.name}: attempt {c.attempt} waits for slots: 4 subtasks, the live "
+        "workers offer 1 (w1: 1); start more workers or give them more --slots"
+    ]
+
+    await join(c, "w2", slots=2)
+    for _ in range(3):
+        await c._tick(time.monotonic())
+    assert assigned(c) is None
+    assert len(waits(caplog)) == 2
+    assert "offer 3 (w1: 1, w2: 2)" in waits(caplog)[-1]
+
+    await join(c, "w3", slots=1)
+    await c._tick(time.monotonic())
+    assert c.assign is not None
+    assert {w: len(s) for w, s in c.assign.assignment.items()} == {"w1": 1, "w2": 2, "w3": 1}
+    await c._tick(time.monotonic())
+    assert len(waits(caplog)) == 2
+
+
+async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture) -> None:
+    """The same shortage is logged again for the next attempt (it may be a long while
+    later: a worker died and the rest cannot host its subtasks)."""
+    caplog.set_level(logging.INFO, logger="coordinator")
+    c = Coordinator(
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=CoordinatorOptions(settle_seconds=0),
+    )
+    c._link = Sent()
+    await c._new_attempt()
+    await join(c, "w1", slots=2)
+    await c._tick(time.monotonic())
+    first = c.attempt
+    await c._new_attempt()
+    await c._on_message(Retired("w1", c.attempt))
+    await c._tick(time.monotonic())
+    assert [f"attempt {first} waits" in m for m in waits(caplog)] == [True, False]
+    assert f"attempt {c.attempt} waits" in waits(caplog)[1]
