@@ -144,13 +144,25 @@ class Placement:
         if slots != self._offered:
             self._offered = slots
             logger.warning(
-                "pipeline %s: attempt %s waits for slots: %d subtasks, the live workers offer "
-                "%d (%s); start more workers or give them more --slots",
-                self.graph.name, self.retiring.attempt, len(self.subtasks),
-                sum(slots.values()), ", ".join(f"{w}: {n}" for w, n in sorted(slots.items()))
-                or "no worker",
+                "pipeline %s: attempt %s waits for %s; start more workers or give them more "
+                "--slots", self.graph.name, self.retiring.attempt, self.waiting_for,
             )  # fmt: skip
         return None
+
+    @property
+    def waiting_for(self) -> str | None:
+        """What placing the attempt waits for now, in words (None: nothing is being placed)."""
+        if self._adoption is not None:
+            return f"the heartbeats of attempt {self._adoption[0]}'s workers, to adopt it"
+        if self.retiring is None:
+            return None
+        if self._offered is None:
+            return "the live workers to retire their older subtasks"
+        offered = ", ".join(f"{w}: {n}" for w, n in sorted(self._offered.items()))
+        return (
+            f"slots: {len(self.subtasks)} subtasks, the live workers offer "
+            f"{sum(self._offered.values())} ({offered or 'no worker'})"
+        )
 
     async def plan(
         self, slots: Mapping[str, int], on_fallback: Callable[[], None]

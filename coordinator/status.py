@@ -39,6 +39,7 @@ class CoordinatorStatus:
             last_completed_checkpoint=last,
             checkpoint_lag_seconds=lag,
             restarts=c.restarts,
+            waiting_for=c.placement.waiting_for,
             stop=None
             if c.stopping is None
             else StopInfo(

@@ -54,6 +54,12 @@ class JobStatus(_Model):
         description="seconds since the last completed checkpoint (None before the first)"
     )
     restarts: int = Field(ge=0)
+    waiting_for: str | None = Field(
+        default=None,
+        description='what placing the next attempt waits for, e.g. "slots: 4 subtasks, the '
+        'live workers offer 1 (w1: 1)" (None: the attempt is placed, or recovery waits out '
+        "its restart delay)",
+    )
     stop: StopInfo | None = Field(
         default=None, description="the graceful stop, once one was asked for"
     )

@@ -205,6 +205,7 @@ def render_status(
                 ["attempt", str(job.attempt)],
                 ["last checkpoint", last],
                 ["restarts", str(job.restarts)],
+                *([["waiting for", job.waiting_for]] if job.waiting_for else []),
                 *counts_rows(job.counts),
             ],
         )

@@ -12,8 +12,10 @@ import pytest
 
 from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
+from coordinator.status import CoordinatorStatus
 from operators.protocol.messages import Heartbeat, Retired
 from operators.storage import open_storage
+from sluicegate.cli.commands import render_status
 from sluicegate.demos.wordcount import word_count
 from tests.unit.coordinator.test_rebalance import assigned
 from tests.unit.coordinator.test_restore_fallback import Sent
@@ -90,3 +92,31 @@ async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture)
     await c._tick(time.monotonic())
     assert [f"attempt {first} waits" in m for m in waits(caplog)] == [True, False]
     assert f"attempt {c.attempt} waits" in waits(caplog)[1]
+
+
+async def test_status_says_what_the_placement_waits_for() -> None:
+    """``GET /status`` and ``sluicegate status`` show the wait; it ends once placed."""
+    c = Coordinator(
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=CoordinatorOptions(settle_seconds=0),
+    )
+    c._link = Sent()
+    view = CoordinatorStatus(c)
+    assert view.status().waiting_for is None
+    await c._new_attempt()
+    await c._on_message(Heartbeat("w1", "w1-1", slots=3, attempt=0, subtasks=()))
+    await c._tick(time.monotonic())
+    assert view.status().waiting_for == "the live workers to retire their older subtasks"
+    await c._on_message(Retired("w1", c.attempt))
+    await c._tick(time.monotonic())
+    waiting = "slots: 4 subtasks, the live workers offer 3 (w1: 3)"
+    assert view.status().waiting_for == waiting
+    assert f"waiting for      {waiting}\n" in render_status(view.status(), [], [])
+
+    await join(c, "w2", slots=1)
+    await c._tick(time.monotonic())
+    assert c.assign is not None
+    assert view.status().waiting_for is None
+    assert "waiting for" not in render_status(view.status(), [], [])
