@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sluicegate.cli import dev as dev_cli
 from sluicegate.cli import main as cli
 from sluicegate.devkafka.broker import DevBroker, server_properties
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
@@ -69,7 +70,7 @@ def test_the_cli_passes_the_controller_port_to_the_broker(
             made.append(self)
             raise KeyboardInterrupt  # stands in for Ctrl-C once started
 
-    monkeypatch.setattr(cli, "DevBroker", Started)
+    monkeypatch.setattr(dev_cli, "DevBroker", Started)
     args = cli._parser().parse_args(
         ["dev", "kafka", "--port", "19092", "--controller-port", "19093"]
     )
@@ -123,7 +124,7 @@ def test_the_cli_adds_a_sasl_ssl_listener_with_its_users(
             made.append(self)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "DevBroker", Started)
+    monkeypatch.setattr(dev_cli, "DevBroker", Started)
     argv = ["dev", "kafka", "--data-dir", str(tmp_path), "--sasl-ssl-port", "19094"]
     args = cli._parser().parse_args([*argv, "--user", "alice:pw-1", "--user", "bob:pw-2"])
     with pytest.raises(KeyboardInterrupt):

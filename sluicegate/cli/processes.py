@@ -1,0 +1,330 @@
+"""The processes of a pipeline: ``sluicegate coordinator``, ``sluicegate worker``, and
+``sluicegate up`` (a broker, a coordinator and workers on this machine, supervised).
+
+``coordinator`` and ``worker`` wait for Kafka (retrying with backoff) before they start; the
+coordinator serves its HTTP API (`coordinator.httpapi`) and, on ``--metrics-port``, ``/metrics``
+without a token; a worker serves ``/metrics`` and ``/healthz`` on its metrics port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+from coordinator.config import CoordinatorSettings
+from coordinator.httpapi.auth import ApiTokens, is_loopback
+from coordinator.job_state import JobState
+from coordinator.service import Coordinator
+from operators.exceptions import ConfigError
+from operators.kafka import KafkaSettings
+from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from operators.runtime.loop_health import LoopHealth
+    from operators.runtime.worker import Worker
+
+__all__ = ["register"]
+
+logger = logging.getLogger("sluicegate")
+
+PIPELINE_HELP = "the pipeline as module:attribute (a Pipeline, a JobGraph or a function)"
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``coordinator``, ``worker`` and ``up``."""
+    coordinator = commands.add_parser("coordinator", help="run the coordinator of a pipeline")
+    coordinator.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
+    coordinator.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    coordinator.add_argument(
+        "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
+    )
+    _add_bootstrap(coordinator)
+    coordinator.add_argument(
+        "--http-host",
+        default="127.0.0.1",
+        help="HTTP API address; another than loopback needs API tokens (docs/security.md)",
+    )
+    coordinator.add_argument(
+        "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
+    )
+    coordinator.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="also serve /metrics, without a token, on this port (0: any free port, logged)",
+    )
+    coordinator.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    _add_restore(coordinator)
+    coordinator.set_defaults(run=_coordinator)
+
+    worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
+    worker.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
+    worker.add_argument(
+        "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
+    )
+    worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    worker.add_argument(
+        "--retire-seconds",
+        type=float,
+        default=10.0,
+        help="on a recovery, how long subtasks may finish the calls they are running (an "
+        "agent's tool call in flight) before they are cancelled (default 10)",
+    )
+    _add_bootstrap(worker)
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics on this port (0: any free port, logged); "
+        "default: $SLUICEGATE_METRICS_PORT, else no metrics server",
+    )
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    worker.add_argument(
+        "--health-stale-seconds",
+        type=float,
+        default=30.0,
+        help="/healthz on the metrics port answers 503 once the worker's event loop has not "
+        "turned for this long (default 30)",
+    )
+    worker.set_defaults(run=_worker)
+
+    up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
+    up.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--slots", type=int, default=4, help="slots per worker")
+    up.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    up.add_argument(
+        "--metrics-port-base",
+        type=int,
+        default=8470,
+        metavar="N",
+        help="the coordinator's HTTP API (with /metrics) listens on N, worker i serves /metrics "
+        "on N+i (default 8470: workers on 8471, 8472, ...; 0: any free port for each)",
+    )
+    _add_restore(up)
+    up.set_defaults(run=_up)
+
+
+def _add_restore(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--from-savepoint",
+        metavar="NAME",
+        default=None,
+        help="restore the job from this savepoint (operators mapped by uid, state re-split "
+        "to the current parallelism and upgraded); once: a later start resumes from the "
+        "job's own newer checkpoints",
+    )
+    parser.add_argument(
+        "--full-checkpoint-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="every K-th checkpoint is full: its files shared with no other checkpoint, so "
+        "no damaged shared file can break it; retention keeps the newest (default 0: only on "
+        "demand, `sluicegate checkpoint trigger --full`)",
+    )
+    parser.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        help="restore even if the savepoint holds state of operators the pipeline no longer "
+        "has (that state is dropped)",
+    )
+
+
+def _restore_args(args: argparse.Namespace) -> list[str]:
+    flags = ["--from-savepoint", args.from_savepoint] if args.from_savepoint else []
+    flags += ["--full-checkpoint-every", str(args.full_checkpoint_every)]
+    return flags + (["--allow-non-restored-state"] if args.allow_non_restored_state else [])
+
+
+def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="Kafka bootstrap servers (default: $SLUICEGATE_KAFKA_BOOTSTRAP, else "
+        "127.0.0.1:9092); unreachable: retried with backoff until it answers",
+    )
+
+
+def _coordinator(args: argparse.Namespace) -> int:
+    from coordinator.options import CoordinatorOptions
+    from operators.storage import open_storage
+    from sluicegate.cli.loader import load_graph
+
+    settings = CoordinatorSettings()
+    tokens = _api_tokens(settings, args.http_host)
+    graph = load_graph(args.pipeline)
+    bootstrap = KafkaSettings.from_env(args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
+    service = Coordinator(
+        graph,
+        bootstrap=bootstrap,
+        storage=open_storage(settings.storage_url),
+        settings=CoordinatorOptions(
+            interval_seconds=args.interval,
+            heartbeat_timeout_seconds=args.heartbeat_timeout,
+            from_savepoint=args.from_savepoint,
+            allow_non_restored_state=args.allow_non_restored_state,
+            full_checkpoint_every=args.full_checkpoint_every,
+        ),
+    )
+    from prometheus_client import CollectorRegistry
+
+    from coordinator.metrics import CoordinatorCollector
+    from operators.runtime.metrics_server import MetricsServer
+
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(service))
+    metrics = (
+        None
+        if args.metrics_port is None
+        else MetricsServer.start(args.metrics_host, args.metrics_port, registry)
+    )
+    try:
+        asyncio.run(_serve_coordinator(service, registry, tokens, args.http_host, args.http_port))
+    finally:
+        if metrics is not None:
+            metrics.stop()
+    # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
+    return 0 if service.job.state is JobState.STOPPED else 1
+
+
+def _api_tokens(settings: CoordinatorSettings, host: str) -> ApiTokens | None:
+    """The API's tokens; without any, refuse a non-loopback ``host`` and say the API is open."""
+    tokens = ApiTokens.from_settings(settings)
+    if tokens is None and not is_loopback(host):
+        raise ConfigError(
+            "--http-host",
+            f"the coordinator API would listen on {host} without authentication; set "
+            "SLUICEGATE_API_TOKEN (or SLUICEGATE_API_TOKEN_FILE, SLUICEGATE_API_TOKENS_FILE) "
+            "to require bearer tokens, or listen on 127.0.0.1 (see docs/security.md)",
+        )
+    if tokens is None:
+        logger.warning(
+            "coordinator API authentication is off (no SLUICEGATE_API_TOKEN, "
+            "SLUICEGATE_API_TOKEN_FILE or SLUICEGATE_API_TOKENS_FILE): it listens on %s only",
+            host,
+        )
+    else:
+        logger.info("coordinator API requires bearer tokens (%d configured)", len(tokens))
+    return tokens
+
+
+async def _serve_coordinator(
+    service: Coordinator,
+    registry: CollectorRegistry,
+    tokens: ApiTokens | None,
+    host: str,
+    port: int,
+) -> None:
+    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
+    from agents.agent import agents_in
+    from agents.approval_routes import approvals_router
+    from agents.rollback_routes import rollback_router
+    from agents.run_routes import runs_router
+    from coordinator.httpapi.app import create_app
+    from coordinator.httpapi.auth import Scope, identity, requirement
+    from coordinator.httpapi.savepoints import savepoints_router
+    from coordinator.httpapi.server import serve
+    from coordinator.savepoints.view import CoordinatorSavepoints
+    from coordinator.status import CoordinatorStatus
+
+    app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
+    app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
+    agents = agents_in(service.graph)
+    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject|rollback, history, forks
+        decider = identity(tokens, Scope.APPROVE)
+        operator = identity(tokens, Scope.OPERATE)
+        app.include_router(approvals_router(service.kafka, agents, decider=decider))
+        app.include_router(
+            runs_router(
+                service.kafka, agents, reader=requirement(tokens, Scope.READ), operator=operator
+            )
+        )
+        app.include_router(rollback_router(service.kafka, agents, operator=operator))
+    server = await serve(app, host, port)
+    print(f"coordinator API at {server.url}", flush=True)
+    try:
+        await service.run()
+    finally:
+        await server.stop()
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from operators.runtime.loop_health import LoopHealth
+    from operators.runtime.metrics_server import MetricsServer
+    from operators.runtime.worker import Worker
+    from operators.storage import open_storage
+    from sluicegate.cli.loader import load_graph
+
+    settings = CoordinatorSettings()
+    graph = load_graph(args.pipeline)
+    bootstrap = KafkaSettings.from_env(args.bootstrap)
+    asyncio.run(wait_for_kafka(bootstrap))
+    worker = Worker(
+        graph,
+        worker_id=args.worker_id,
+        slots=args.slots,
+        bootstrap=bootstrap,
+        storage=open_storage(settings.storage_url),
+        work_dir=settings.state_dir / args.worker_id,
+        retire_seconds=args.retire_seconds,
+    )
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    health = LoopHealth(stale_after_seconds=args.health_stale_seconds)
+    metrics = None if port is None else MetricsServer.start(args.metrics_host, port, health=health)
+    try:
+        asyncio.run(_run_worker(worker, health))
+    finally:
+        if metrics is not None:
+            metrics.stop()
+    return 0
+
+
+async def _run_worker(worker: Worker, health: LoopHealth) -> None:
+    """Run ``worker`` with ``health`` marking its event loop's turns (``/healthz``)."""
+    ticks = asyncio.create_task(health.run())
+    try:
+        await worker.run()
+    finally:
+        ticks.cancel()
+        await asyncio.gather(ticks, return_exceptions=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from sluicegate.cli.loader import load_graph
+    from sluicegate.cli.supervisor import Child, Supervisor
+
+    load_graph(args.pipeline)  # refuse a bad pipeline before starting anything
+    settings = CoordinatorSettings()
+    me = [sys.executable, "-m", "sluicegate"]
+    base = args.metrics_port_base
+    children = [
+        Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
+                              "--interval", str(args.interval), "--http-port", str(base),
+                              *_restore_args(args)],
+              restart=False),
+        *(
+            Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,
+                                  "--worker-id", f"worker-{i}", "--slots", str(args.slots),
+                                  "--metrics-port", str(base + i if base else 0)],
+                  restart=True)
+            for i in range(1, args.workers + 1)
+        ),
+    ]  # fmt: skip
+    env = {"SLUICEGATE_STORAGE_URL": settings.storage_url}
+    if settings.kafka_bootstrap:
+        env["SLUICEGATE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
+        return asyncio.run(Supervisor(children, env).run())
+    with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:
+        print(f"started a local Kafka {KAFKA_VERSION} broker at {broker.bootstrap}", flush=True)
+        env["SLUICEGATE_KAFKA_BOOTSTRAP"] = broker.bootstrap
+        return asyncio.run(Supervisor(children, env).run())
