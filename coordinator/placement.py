@@ -64,12 +64,10 @@ class Placement:
         manifests: ManifestStore,
         settings: CoordinatorOptions,
     ) -> None:
-        self.graph, self.storage, self.manifests, self.settings = (
-            graph,
-            storage,
-            manifests,
-            settings,
-        )
+        self.graph = graph
+        self.storage = storage
+        self.manifests = manifests
+        self.settings = settings
         self.subtasks = [str(s) for s in graph.subtasks()]
         self.previous: dict[str, str] | None = None
         """subtask -> worker in the last attempt (None: this coordinator has placed nothing)."""
@@ -79,6 +77,8 @@ class Placement:
         """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
         self._offered: dict[str, int] | None = None
         """The too few slots last logged for the attempt being placed."""
+        self._heard = False
+        """A live worker was seen while placing the attempt."""
 
     @property
     def adopting(self) -> bool:
@@ -131,11 +131,13 @@ class Placement:
         deadline = now + self.settings.retire_wait_seconds
         self.retiring = RetireGate(attempt, deadline, settle_seconds=settle)
         self._offered = None
+        self._heard = False
         return attempt
 
     def slots(self, alive: Mapping[str, int], now: float) -> dict[str, int] | None:
         """Step 2: the slots (worker -> slots) the new attempt may use now, or None to wait."""
         assert self.retiring is not None
+        self._heard = self._heard or bool(alive)
         slots = self.retiring.ready(alive, now)
         if slots is None:
             return None
@@ -157,7 +159,7 @@ class Placement:
         if self.retiring is None:
             return None
         if self._offered is None:
-            return "the live workers to retire their older subtasks"
+            return "the live workers to retire their older subtasks" if self._heard else "workers"
         offered = ", ".join(f"{w}: {n}" for w, n in sorted(self._offered.items()))
         return (
             f"slots: {len(self.subtasks)} subtasks, the live workers offer "

@@ -1,6 +1,7 @@
-"""A new attempt whose live workers offer fewer slots than the pipeline has subtasks waits for
-more, and says so: once for each change of the slots on offer, not on every tick, and not
-once it is placed. Without a broker (the control link is a fake that keeps what it sends)."""
+"""What placing an attempt waits for, said in the log and the status. A new attempt whose
+live workers offer fewer slots than the pipeline has subtasks waits for more, and says so:
+once for each change of the slots on offer, not on every tick, and not once it is placed.
+Without a broker (the control link is a fake that keeps what it sends)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import uuid
 
 import pytest
 
+from coordinator.assignment import save_assignment
 from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
@@ -106,6 +108,8 @@ async def test_status_says_what_the_placement_waits_for() -> None:
     view = CoordinatorStatus(c)
     assert view.status().waiting_for is None
     await c._new_attempt()
+    await c._tick(time.monotonic())
+    assert view.status().waiting_for == "workers"
     await c._on_message(Heartbeat("w1", "w1-1", slots=3, attempt=0, subtasks=()))
     await c._tick(time.monotonic())
     assert view.status().waiting_for == "the live workers to retire their older subtasks"
@@ -120,3 +124,23 @@ async def test_status_says_what_the_placement_waits_for() -> None:
     assert c.assign is not None
     assert view.status().waiting_for is None
     assert "waiting for" not in render_status(view.status(), [], [])
+
+
+async def test_status_says_when_it_waits_to_adopt_a_running_attempt() -> None:
+    """A restarted coordinator that found a stored plan waits for its workers' heartbeats;
+    the plan's worker reporting the attempt ends the wait without a new attempt."""
+    storage = open_storage("memory://")
+    graph = word_count(uuid.uuid4().hex[:8])
+    subtasks = tuple(str(s) for s in graph.subtasks())
+    await save_assignment(storage, 4, {"w1": subtasks})
+    c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage)
+    c._link = Sent()
+    view = CoordinatorStatus(c)
+    await c._start_or_adopt()
+    await c._tick(time.monotonic())
+    assert view.status().waiting_for == "the heartbeats of attempt 4's workers, to adopt it"
+    await c._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=4, subtasks=subtasks))
+    await c._tick(time.monotonic())
+    assert c.attempt == 4
+    assert c.assign is not None
+    assert view.status().waiting_for is None
