@@ -1,5 +1,5 @@
 """How a coordinator behaves: checkpoint interval and timeouts, failure detection, retention,
-stop, restarts and adoption (`Coordinator(settings=...)`; the CLI builds it from
+stop, restarts, adoption and fencing (`Coordinator(settings=...)`; the CLI builds it from
 `coordinator.config.CoordinatorSettings`)."""
 
 from __future__ import annotations
@@ -48,5 +48,8 @@ class CoordinatorOptions:
     """A starting coordinator's first placement waits this long after it hears the first
     worker (one worker heartbeat), so workers started together all get subtasks (0: place as
     soon as the live workers have enough slots)."""
+    fence_check_seconds: float = 1.0
+    """How often a coordinator reads whether a newer coordinator of the pipeline started,
+    which fences it (`coordinator.fencing`)."""
     periodic_checkpoints: bool = True
     """False: checkpoints only when asked (`Coordinator.trigger_checkpoint`, a stop)."""

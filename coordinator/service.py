@@ -49,6 +49,7 @@ from coordinator.checkpoints import (
     CommitManifest,
     StorageBackoff,
 )
+from coordinator.fencing import Fence, take_epoch
 from coordinator.housekeeping import Housekeeping
 from coordinator.incidents import Failure, RecentAbort
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
@@ -139,6 +140,8 @@ class Coordinator:
         """The graceful stop under way or done (None: none was asked for)."""
         self.ended = asyncio.Event()
         """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
+        self.fence: Fence | None = None
+        """This coordinator's epoch and whether a newer one fenced it (set by `run`)."""
         self.savepoints = SavepointDriver(storage, graph.name)
         """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
 
@@ -146,6 +149,12 @@ class Coordinator:
     def kafka(self) -> KafkaLike:
         """The Kafka cluster the job runs on."""
         return self._bootstrap
+
+    @property
+    def fenced(self) -> bool:
+        """A newer coordinator of the pipeline started: this one sends nothing more and idles
+        until its process is stopped (`coordinator.fencing`)."""
+        return self.fence is not None and self.fence.fenced_by is not None
 
     @property
     def restarts(self) -> int:
@@ -162,12 +171,17 @@ class Coordinator:
         try:
             async with SourceOffsets(self._bootstrap, self.graph) as offsets, self._link:
                 self._offsets = offsets
+                epoch = await take_epoch(self.storage)
+                self.fence = Fence(epoch, self.settings.fence_check_seconds, time.monotonic())
+                logger.info("pipeline %s: coordinator epoch %s", self.graph.name, epoch)
                 await self._start_or_adopt()
                 self.stats.seed(await self.manifests.latest())
-                while not self.job.is_terminal:
+                while not self.job.is_terminal and not self.fenced:
                     for message in await self._link.receive(0.05):
                         await self._on_message(message)
                     await self._tick(time.monotonic())
+            if self.fenced:
+                await asyncio.Event().wait()  # idle until stopped (`coordinator.fencing`)
         finally:
             self.savepoints.cancel()
             self.ended.set()
@@ -222,6 +236,8 @@ class Coordinator:
     async def _tick(self, now: float) -> None:
         if self.job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
+        if self.fence is not None and self.fence.due(now) and await self._fenced_now(now):
+            return
         if self.placement.adopting:
             if self.stopping is None:
                 await self._try_adopt(now)
@@ -289,6 +305,12 @@ class Coordinator:
         elif known.info.incarnation != beat.incarnation and self._assigned(beat.worker_id):
             # Restarted under the same id: its subtasks are gone, the others run on.
             await self._fail(f"worker {beat.worker_id} restarted and lost its subtasks", now)
+            return
+        if beat.attempt > self.attempt and not self.placement.adopting:
+            # Placed by another coordinator: this one is fenced, or takes the workers back.
+            if not await self._fenced_now(now):
+                reason = f"another coordinator placed attempt {beat.attempt} on {beat.worker_id}"
+                await self._fail(reason, now)
             return
         if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
             await self._broadcast(self.assign)  # it missed the assignment: send it again
@@ -434,6 +456,10 @@ class Coordinator:
                     f"start resumes from checkpoint {self.stats.last_completed_id}",
                 )  # fmt: skip
 
+    async def _fenced_now(self, now: float) -> bool:
+        """Read the newest coordinator epoch; whether this coordinator is fenced."""
+        return self.fence is not None and await self.fence.check(self.storage, now)
+
     def _periodic_due(self, now: float) -> bool:
         return self.settings.periodic_checkpoints and not self._storage_backoff.waiting(now)
 
@@ -530,7 +556,8 @@ class Coordinator:
     # -- I/O ------------------------------------------------------------------------------
 
     async def _broadcast(self, message: ToWorker) -> None:
-        await self._link.send(message)
+        if not self.fenced:
+            await self._link.send(message)
 
     async def _inject(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
         """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies

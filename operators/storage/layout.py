@@ -8,6 +8,7 @@ Layout (DESIGN.md, "Storage")::
     checkpoints/<n>/full/<sha256>        files of a full checkpoint, shared with no other
     savepoints/<name>/...                self-contained savepoints
     attempts/<attempt>                   the durable attempt number
+    coordinators/<epoch>                 a coordinator's epoch: the newest fences the others
     blobs/<handle>                       payloads stored by reference
 
 A key is a relative POSIX path: segments joined by ``/``, no leading ``/``,
@@ -28,6 +29,7 @@ __all__ = [
     "ATTEMPTS",
     "BLOBS",
     "CHECKPOINTS",
+    "COORDINATORS",
     "MANIFEST_NAME",
     "SAVEPOINTS",
     "SHARED",
@@ -35,6 +37,7 @@ __all__ = [
     "blob_path",
     "checkpoint_manifest",
     "checkpoint_prefix",
+    "coordinator_marker",
     "full_checkpoint_files",
     "full_checkpoint_marker",
     "join",
@@ -49,6 +52,7 @@ SHARED = "shared"
 CHECKPOINTS = "checkpoints"
 SAVEPOINTS = "savepoints"
 ATTEMPTS = "attempts"
+COORDINATORS = "coordinators"
 BLOBS = "blobs"
 MANIFEST_NAME = "_manifest.json"
 
@@ -138,6 +142,11 @@ def savepoint_prefix(name: str) -> str:
 def attempt_marker(attempt: int) -> str:
     """Key that records attempt ``n`` durably: ``attempts/<n>``."""
     return f"{ATTEMPTS}/{_number(attempt, 'attempt')}"
+
+
+def coordinator_marker(epoch: int) -> str:
+    """Key that records coordinator epoch ``n`` durably: ``coordinators/<n>``."""
+    return f"{COORDINATORS}/{_number(epoch, 'coordinator epoch')}"
 
 
 def blob_path(handle: str) -> str:

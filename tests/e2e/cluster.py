@@ -70,8 +70,9 @@ class Cluster:
         return "\n".join(found)
 
     def start(self, name: str, *extra: str) -> None:
-        """Start ``name`` (``coordinator`` or a worker id), with ``extra`` arguments."""
-        if name == "coordinator":
+        """Start ``name`` (``coordinator``, another name starting so for a second
+        coordinator, or a worker id), with ``extra`` arguments."""
+        if name.startswith("coordinator"):
             args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
             args += ["--http-port", "0", *extra]
         else:

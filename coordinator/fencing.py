@@ -1,0 +1,92 @@
+"""One coordinator per pipeline: the newest coordinator's epoch fences an older one still alive.
+
+A pipeline has one coordinator, but a second can start while the first still runs: a
+Kubernetes node cut off from the control plane keeps its pod running while the Deployment
+starts a replacement elsewhere, or someone starts ``sluicegate coordinator`` twice. Two
+coordinators would each take attempts and send them to the same workers: every attempt a
+global restart of the job, and a coordinator whose attempt the workers left behind would
+trigger checkpoints nobody takes, forever.
+
+Each coordinator takes an *epoch* when it starts, create-if-absent at ``coordinators/<E>`` in
+checkpoint storage (`take_epoch`), so no two share one. It reads the newest epoch again
+(`Fence.check`) every ``check_seconds``, and before it acts on a worker that runs an attempt
+newer than its own; `Fence.on_newest` decides (sans-IO). Once a newer epoch exists, the
+coordinator is *fenced*: it sends nothing more and stays idle until its process is stopped.
+It does not exit: under a Deployment an exit restarts the pod, whose new coordinator would
+take a newer epoch and fence the other in turn, over and over.
+
+What fencing does not close: until its next check (``check_seconds``, default 1) a fenced
+coordinator may still trigger or commit a checkpoint. Manifests and attempts are created
+only if absent, and a worker takes only an attempt newer than any it retired for, so the
+overlap repeats no output and loses none: at worst a checkpoint aborts, or a barrier sent
+twice fails a subtask and the job recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from operators.storage import AlreadyExistsError, Storage, StorageError
+from operators.storage.layout import COORDINATORS, coordinator_marker
+
+__all__ = ["Fence", "newest_epoch", "take_epoch"]
+
+logger = logging.getLogger(__name__)
+
+
+async def newest_epoch(storage: Storage) -> int:
+    """The newest coordinator epoch taken (0: none). Keys that are not epochs are ignored."""
+    names = (path.rsplit("/", 1)[-1] for path in await storage.list(COORDINATORS))
+    return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0)
+
+
+async def take_epoch(storage: Storage) -> int:
+    """Take the next coordinator epoch durably and return it."""
+    epoch = await newest_epoch(storage) + 1
+    while True:
+        try:
+            await storage.put_if_absent(coordinator_marker(epoch), b"")
+            return epoch
+        except AlreadyExistsError:
+            epoch += 1
+
+
+@dataclass(slots=True)
+class Fence:
+    """Coordinator epoch ``epoch``'s view of the newest epoch, read every ``check_seconds``."""
+
+    epoch: int
+    check_seconds: float
+    last_check: float
+    fenced_by: int | None = None
+    """The newer epoch that fenced this coordinator (None: not fenced)."""
+
+    def due(self, now: float) -> bool:
+        """Whether to read the newest epoch now (never again once fenced)."""
+        return self.fenced_by is None and now >= self.last_check + self.check_seconds
+
+    def on_newest(self, newest: int, now: float) -> bool:
+        """The newest epoch was read at ``now``; whether this coordinator is fenced."""
+        self.last_check = now
+        if newest > self.epoch and self.fenced_by is None:
+            self.fenced_by = newest
+        return self.fenced_by is not None
+
+    async def check(self, storage: Storage, now: float) -> bool:
+        """Read the newest epoch from ``storage`` and apply it (`on_newest`; a failed read
+        changes nothing: the next check reads again); whether this coordinator is fenced."""
+        if self.fenced_by is not None:
+            return True
+        try:
+            newest = await newest_epoch(storage)
+        except StorageError as exc:
+            logger.warning("reading coordinator epochs failed: %s", exc)
+            return False
+        if self.on_newest(newest, now):
+            logger.error(
+                "coordinator epoch %s started, so this one (epoch %s) is fenced: it sends "
+                "nothing more and idles; stop this process (one coordinator per pipeline)",
+                newest, self.epoch,
+            )  # fmt: skip
+        return self.fenced_by is not None

@@ -1,0 +1,58 @@
+"""Two coordinators of one pipeline at once, as real processes (a second one started while
+the first still runs, as a Kubernetes node cut off from its control plane leaves a pod
+running): the newer one fences the older one, which idles without exiting, and the word
+count stays exactly once across the handover."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from operators.runtime.topics import ensure_topics
+from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from tests.e2e.cluster import Cluster, word_count_module
+from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
+from tests.helpers import assert_counted_exactly_once, wait_for
+
+
+async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_once(
+    kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
+) -> None:
+    rng = random.Random(11)
+    tag = uuid.uuid4().hex[:8]
+    await ensure_topics(kafka_bootstrap, word_count(tag))
+    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(6000)]
+    expected = Counter(w for line in lines for w in line.split())
+    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
+    cluster_factory.append(cluster)
+    storage = tmp_path / "storage"
+    for name in ("coordinator", "w1", "w2"):
+        cluster.start(name)
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[::2])
+    await wait_for_more_checkpoints(cluster, storage, 2)
+
+    cluster.start("coordinator-b")
+    fenced = "coordinator epoch 2 started, so this one (epoch 1) is fenced"
+
+    async def first_fenced() -> bool:
+        cluster.alive()
+        return bool(cluster.log_lines("coordinator", fenced))
+
+    await wait_for(first_fenced, timeout_s=60, interval_s=0.2, what="the first to be fenced")
+    await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[1::2])
+    total = sum(expected.values())
+    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=120)
+    await wait_for_more_checkpoints(cluster, storage, 2)  # the newer one checkpoints on
+    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
+    assert_counted_exactly_once(records, expected)
+
+    await asyncio.sleep(2)
+    cluster.alive()  # the fenced coordinator idles: it did not exit
+    assert cluster.log_lines("coordinator-b", "coordinator epoch 2"), cluster.log_tails()
+    assert not cluster.log_lines("coordinator-b", "is fenced"), cluster.log_tails()
+    decisions = ("adopted", "attempt", "fenced", "recovering")
+    print(cluster.log_lines("coordinator", *decisions))
+    print(cluster.log_lines("coordinator-b", *decisions))

@@ -1,0 +1,131 @@
+"""One coordinator per pipeline: a coordinator that finds a newer coordinator epoch in storage
+is fenced (it sends nothing more and idles); one that finds its workers on an attempt another
+coordinator placed takes them back with a newer attempt, unless it is the one fenced. Without
+a broker: the control link is a fake that keeps what the coordinator sends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from coordinator.fencing import Fence, newest_epoch, take_epoch
+from coordinator.job_state import JobState
+from coordinator.options import CoordinatorOptions
+from coordinator.service import Coordinator
+from operators.protocol.messages import Heartbeat
+from operators.storage import Storage, open_storage
+from sluicegate.demos.wordcount import word_count
+from tests.unit.coordinator.test_rebalance import AT_ONCE, complete_a_checkpoint, join
+from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
+
+
+async def test_epochs_are_taken_once_each_and_junk_keys_are_ignored() -> None:
+    storage = open_storage("memory://")
+    assert await newest_epoch(storage) == 0
+    await storage.put("coordinators/not-a-number", b"")
+    await storage.put("coordinators/\u0661\u0662", b"")  # digits, but not ASCII ones
+    taken = await asyncio.gather(*(take_epoch(storage) for _ in range(5)))
+    assert sorted(taken) == [1, 2, 3, 4, 5]
+    assert await newest_epoch(storage) == 5
+
+
+def test_a_fence_reads_on_its_interval_and_stays_fenced() -> None:
+    fence = Fence(epoch=3, check_seconds=1.0, last_check=10.0)
+    assert not fence.due(10.5)
+    assert fence.due(11.0)
+    assert not fence.on_newest(3, 11.0)  # its own epoch is the newest
+    assert not fence.due(11.5)
+    assert fence.on_newest(4, 12.0)
+    assert fence.fenced_by == 4
+    assert not fence.due(100.0)  # fenced for good: nothing more to read
+    assert fence.on_newest(3, 100.0)
+
+
+def fenced_by(c: Coordinator) -> int | None:
+    """The epoch that fenced ``c`` (a call, so that the type checker does not narrow it)."""
+    assert c.fence is not None
+    return c.fence.fenced_by
+
+
+async def placed(storage: Storage, graph_name: str) -> tuple[Coordinator, Sent]:
+    """A coordinator with an epoch, whose attempt runs on worker w1."""
+    c = Coordinator(
+        word_count(graph_name), bootstrap="127.0.0.1:1", storage=storage, settings=AT_ONCE
+    )
+    sent = Sent()
+    c._link = sent
+    c.fence = Fence(await take_epoch(storage), check_seconds=1.0, last_check=time.monotonic())
+    join(c, "w1", time.monotonic())
+    await c._new_attempt()
+    await all_retired(c)
+    await c._tick(time.monotonic())
+    assert c.assign is not None
+    return c, sent
+
+
+async def test_an_older_coordinator_is_fenced_at_its_next_check_and_sends_nothing() -> None:
+    storage = open_storage("memory://")
+    old, sent = await placed(storage, uuid.uuid4().hex[:8])
+    await complete_a_checkpoint(old)
+    assert await take_epoch(storage) == 2  # a second coordinator of the pipeline starts
+
+    await old._tick(time.monotonic())  # before its next check: it goes on for now
+    assert fenced_by(old) is None
+    await old._tick(time.monotonic() + 1.0)
+    assert fenced_by(old) == 2
+    assert old.fenced
+
+    before = len(sent.messages)
+    assert old.tracker is not None
+    await old.trigger_checkpoint()  # asked through its API: nothing reaches the workers
+    beat = Heartbeat("w1", "w1-1", slots=4, attempt=0, subtasks=())
+    await old._on_message(beat)  # a worker that missed the assignment: not sent again
+    await old._tick(time.monotonic() + 5.0)
+    assert len(sent.messages) == before
+
+
+async def test_a_fenced_coordinator_leaves_the_jobs_state_alone() -> None:
+    """Fenced is not failed: another coordinator runs the job (its process idles until
+    stopped, in the end-to-end test)."""
+    storage = open_storage("memory://")
+    c, _ = await placed(storage, uuid.uuid4().hex[:8])
+    await take_epoch(storage)
+    await c._tick(time.monotonic() + 1.0)
+    assert c.fenced
+    assert c.job.state is JobState.RUNNING
+    assert c.failure is None
+
+
+async def test_workers_on_an_attempt_placed_by_another_coordinator_are_taken_back() -> None:
+    """The newest coordinator finds w1 on an attempt the older one placed before it was fenced
+    (it had adopted the attempt the older one ran): it recovers with a newer attempt still."""
+    storage = open_storage("memory://")
+    older, _ = await placed(storage, name := uuid.uuid4().hex[:8])
+    newer, _ = await placed(storage, name)
+    assert newer.attempt == older.attempt + 1
+    await older._new_attempt()  # before its next check, the older one takes an attempt
+    beat = Heartbeat("w1", "w1-1", slots=4, attempt=older.attempt, subtasks=("tokenizer#0",))
+    await newer._on_message(beat)
+    assert not newer.fenced
+    assert newer.job.state is JobState.RECOVERING
+    assert newer.failure is not None
+    assert f"another coordinator placed attempt {older.attempt} on w1" in newer.failure.reason
+
+    await older._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=9, subtasks=()))
+    assert older.fenced  # at once, not at its next check: it leaves the workers alone
+    assert older.job.state is not JobState.RECOVERING
+
+
+async def test_a_coordinator_alone_is_never_fenced() -> None:
+    storage = open_storage("memory://")
+    c, _ = await placed(storage, uuid.uuid4().hex[:8])
+    await complete_a_checkpoint(c)
+    for seconds in (1.0, 2.0, 3.0):
+        await c._tick(time.monotonic() + seconds)
+    assert not c.fenced
+    assert c.job.state is not JobState.RECOVERING
+
+
+def test_the_check_interval_is_an_option() -> None:
+    assert CoordinatorOptions().fence_check_seconds == 1.0
