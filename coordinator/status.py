@@ -40,6 +40,7 @@ class CoordinatorStatus:
             checkpoint_lag_seconds=lag,
             restarts=c.restarts,
             waiting_for=c.placement.waiting_for,
+            fenced_by=c.fence.fenced_by if c.fence is not None else None,
             stop=None
             if c.stopping is None
             else StopInfo(

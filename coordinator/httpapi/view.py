@@ -60,6 +60,12 @@ class JobStatus(_Model):
         'live workers offer 1 (w1: 1)" (None: the attempt is placed, or recovery waits out '
         "its restart delay)",
     )
+    fenced_by: int | None = Field(
+        default=None,
+        ge=1,
+        description="the epoch of a newer coordinator of the pipeline that fenced this one: it "
+        "coordinates nothing and the rest of this status is stale (ask the newer one)",
+    )
     stop: StopInfo | None = Field(
         default=None, description="the graceful stop, once one was asked for"
     )

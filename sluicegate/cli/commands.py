@@ -206,6 +206,11 @@ def render_status(
                 ["last checkpoint", last],
                 ["restarts", str(job.restarts)],
                 *([["waiting for", job.waiting_for]] if job.waiting_for else []),
+                *(
+                    [["FENCED", f"by coordinator epoch {job.fenced_by}: this status is stale"]]
+                    if job.fenced_by
+                    else []
+                ),
                 *counts_rows(job.counts),
             ],
         )

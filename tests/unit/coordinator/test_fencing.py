@@ -13,8 +13,10 @@ from coordinator.fencing import Fence, newest_epoch, take_epoch
 from coordinator.job_state import JobState
 from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
+from coordinator.status import CoordinatorStatus
 from operators.protocol.messages import Heartbeat
 from operators.storage import Storage, open_storage
+from sluicegate.cli.commands import render_status
 from sluicegate.demos.wordcount import word_count
 from tests.unit.coordinator.test_rebalance import AT_ONCE, complete_a_checkpoint, join
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
@@ -90,11 +92,17 @@ async def test_a_fenced_coordinator_leaves_the_jobs_state_alone() -> None:
     stopped, in the end-to-end test)."""
     storage = open_storage("memory://")
     c, _ = await placed(storage, uuid.uuid4().hex[:8])
+    assert CoordinatorStatus(c).status().fenced_by is None
     await take_epoch(storage)
     await c._tick(time.monotonic() + 1.0)
     assert c.fenced
     assert c.job.state is JobState.RUNNING
     assert c.failure is None
+    status = CoordinatorStatus(c).status()
+    assert status.fenced_by == 2
+    assert "FENCED           by coordinator epoch 2: this status is stale\n" in render_status(
+        status, [], []
+    )
 
 
 async def test_workers_on_an_attempt_placed_by_another_coordinator_are_taken_back() -> None:
