@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from operators.storage import AlreadyExistsError, Storage, StorageError
+from coordinator.numbering import newest_number, take_next
+from operators.storage import Storage, StorageError
 from operators.storage.layout import COORDINATORS, coordinator_marker
 
 __all__ = ["Fence", "newest_epoch", "take_epoch"]
@@ -37,19 +38,12 @@ logger = logging.getLogger(__name__)
 
 async def newest_epoch(storage: Storage) -> int:
     """The newest coordinator epoch taken (0: none). Keys that are not epochs are ignored."""
-    names = (path.rsplit("/", 1)[-1] for path in await storage.list(COORDINATORS))
-    return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0)
+    return await newest_number(storage, COORDINATORS)
 
 
 async def take_epoch(storage: Storage) -> int:
     """Take the next coordinator epoch durably and return it."""
-    epoch = await newest_epoch(storage) + 1
-    while True:
-        try:
-            await storage.put_if_absent(coordinator_marker(epoch), b"")
-            return epoch
-        except AlreadyExistsError:
-            epoch += 1
+    return await take_next(storage, COORDINATORS, coordinator_marker)
 
 
 @dataclass(slots=True)

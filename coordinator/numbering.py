@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from operators.storage import AlreadyExistsError, Storage
 from operators.storage.layout import (
     ATTEMPTS,
@@ -17,19 +19,31 @@ from operators.storage.layout import (
     parse_checkpoint_id,
 )
 
-__all__ = ["mark_triggered", "next_checkpoint_id", "take_attempt"]
+__all__ = ["mark_triggered", "newest_number", "next_checkpoint_id", "take_attempt", "take_next"]
 
 
 async def take_attempt(storage: Storage) -> int:
     """Take the next attempt number durably and return it."""
-    taken = [int(p.rsplit("/", 1)[-1]) for p in await storage.list(ATTEMPTS)]
-    attempt = max(taken, default=0) + 1
+    return await take_next(storage, ATTEMPTS, attempt_marker)
+
+
+async def newest_number(storage: Storage, prefix: str) -> int:
+    """The largest number stored as a key under ``prefix`` (0: none); other keys are
+    ignored."""
+    names = (path.rsplit("/", 1)[-1] for path in await storage.list(prefix))
+    return max((int(name) for name in names if name.isascii() and name.isdigit()), default=0)
+
+
+async def take_next(storage: Storage, prefix: str, marker: Callable[[int], str]) -> int:
+    """Take the number after `newest_number` under ``prefix`` durably, create-if-absent at
+    ``marker(n)`` (the next one if another process took it first), and return it."""
+    number = await newest_number(storage, prefix) + 1
     while True:
         try:
-            await storage.put_if_absent(attempt_marker(attempt), b"")
-            return attempt
+            await storage.put_if_absent(marker(number), b"")
+            return number
         except AlreadyExistsError:
-            attempt += 1
+            number += 1
 
 
 async def next_checkpoint_id(storage: Storage) -> int:

@@ -3,24 +3,60 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from operators.runtime.topics import ensure_topics
+from sluicegate.demos.wordcount import word_count
 from tests.helpers import wait_for_sync
 
-__all__ = ["Cluster", "word_count_module"]
+__all__ = ["Cluster", "WordCountJob", "start_word_count", "word_count_module"]
 
 
 def word_count_module(tag: str) -> str:
     """The source of a pipeline module for `Cluster`: the demo word count of ``tag``."""
     return f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
+
+
+@dataclass(frozen=True, slots=True)
+class WordCountJob:
+    """The demo word count of ``tag`` running in ``cluster``; ``lines`` to produce, and the
+    counts they make."""
+
+    tag: str
+    cluster: Cluster
+    lines: list[str]
+    expected: Counter[str]
+
+
+async def start_word_count(
+    bootstrap: str,
+    tmp_path: Path,
+    made: list[Cluster],
+    vocabulary: Sequence[str],
+    seed: int,
+    count: int = 6000,
+) -> WordCountJob:
+    """A new word count in a coordinator and workers w1 and w2 (appended to ``made``, which
+    stops them), with ``count`` random lines of ``vocabulary`` not produced yet."""
+    rng = random.Random(seed)
+    tag = uuid.uuid4().hex[:8]
+    await ensure_topics(bootstrap, word_count(tag))
+    lines = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 3))) for _ in range(count)]
+    cluster = Cluster(tmp_path, word_count_module(tag), bootstrap)
+    made.append(cluster)
+    for name in ("coordinator", "w1", "w2"):
+        cluster.start(name)
+    return WordCountJob(tag, cluster, lines, Counter(w for line in lines for w in line.split()))
 
 
 class Cluster:

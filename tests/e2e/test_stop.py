@@ -5,17 +5,13 @@ resumes from the final checkpoint, and the sink sees every count exactly once.""
 from __future__ import annotations
 
 import asyncio
-import random
 import re
-import uuid
-from collections import Counter
 from pathlib import Path
 
 from operators.runtime.manifest import ManifestStore
-from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.e2e.cluster import Cluster, word_count_module
+from sluicegate.demos.wordcount import produce_lines, read_sink
+from tests.e2e.cluster import Cluster, start_word_count
 from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"v{i:02d}" for i in range(20)]
@@ -24,15 +20,8 @@ VOCABULARY = [f"v{i:02d}" for i in range(20)]
 async def test_stop_then_start_again_keeps_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
 ) -> None:
-    rng = random.Random(11)
-    tag = uuid.uuid4().hex[:8]
-    await ensure_topics(kafka_bootstrap, word_count(tag))
-    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(6000)]
-    expected = Counter(w for line in lines for w in line.split())
-    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
-    cluster_factory.append(cluster)
-    for name in ("coordinator", "w1", "w2"):
-        cluster.start(name)
+    job = await start_word_count(kafka_bootstrap, tmp_path, cluster_factory, VOCABULARY, 11)
+    tag, cluster, lines, expected = job.tag, job.cluster, job.lines, job.expected
 
     # Stop while the pipeline is busy with the first half.
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:3000])

@@ -6,14 +6,10 @@ count stays exactly once across the handover."""
 from __future__ import annotations
 
 import asyncio
-import random
-import uuid
-from collections import Counter
 from pathlib import Path
 
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
-from tests.e2e.cluster import Cluster, word_count_module
+from sluicegate.demos.wordcount import produce_lines, read_sink
+from tests.e2e.cluster import Cluster, start_word_count
 from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
 from tests.helpers import assert_counted_exactly_once, wait_for
 
@@ -21,16 +17,9 @@ from tests.helpers import assert_counted_exactly_once, wait_for
 async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
 ) -> None:
-    rng = random.Random(11)
-    tag = uuid.uuid4().hex[:8]
-    await ensure_topics(kafka_bootstrap, word_count(tag))
-    lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(6000)]
-    expected = Counter(w for line in lines for w in line.split())
-    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
-    cluster_factory.append(cluster)
+    job = await start_word_count(kafka_bootstrap, tmp_path, cluster_factory, VOCABULARY, 11)
+    tag, cluster, lines, expected = job.tag, job.cluster, job.lines, job.expected
     storage = tmp_path / "storage"
-    for name in ("coordinator", "w1", "w2"):
-        cluster.start(name)
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[::2])
     await wait_for_more_checkpoints(cluster, storage, 2)
 

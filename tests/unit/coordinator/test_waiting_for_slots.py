@@ -30,6 +30,18 @@ async def join(c: Coordinator, worker: str, slots: int) -> None:
     await c._on_message(Retired(worker, c.attempt))
 
 
+def placing() -> Coordinator:
+    """A coordinator of a new word count on memory storage, placing as soon as it can."""
+    c = Coordinator(
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=CoordinatorOptions(settle_seconds=0),
+    )
+    c._link = Sent()
+    return c
+
+
 def waits(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "waits for slots" in r.getMessage()]
 
@@ -78,13 +90,7 @@ async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture)
     """The same shortage is logged again for the next attempt (it may be a long while
     later: a worker died and the rest cannot host its subtasks)."""
     caplog.set_level(logging.INFO, logger="coordinator")
-    c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=CoordinatorOptions(settle_seconds=0),
-    )
-    c._link = Sent()
+    c = placing()
     await c._new_attempt()
     await join(c, "w1", slots=2)
     await c._tick(time.monotonic())
@@ -98,13 +104,7 @@ async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture)
 
 async def test_status_says_what_the_placement_waits_for() -> None:
     """``GET /status`` and ``sluicegate status`` show the wait; it ends once placed."""
-    c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=CoordinatorOptions(settle_seconds=0),
-    )
-    c._link = Sent()
+    c = placing()
     view = CoordinatorStatus(c)
     assert view.status().waiting_for is None
     await c._new_attempt()
