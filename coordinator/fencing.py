@@ -28,10 +28,11 @@ import logging
 from dataclasses import dataclass
 
 from coordinator.numbering import newest_number, take_next
+from operators.exceptions import FatalError
 from operators.storage import Storage, StorageError
 from operators.storage.layout import COORDINATORS, coordinator_marker
 
-__all__ = ["Fence", "newest_epoch", "take_epoch"]
+__all__ = ["Fence", "FencedError", "newest_epoch", "take_epoch"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,20 @@ async def take_epoch(storage: Storage) -> int:
     return await take_next(storage, COORDINATORS, coordinator_marker)
 
 
+class FencedError(FatalError):
+    """A request to a fenced coordinator: ``what_to_do`` says where to ask instead."""
+
+    def __init__(self, epoch: int, fenced_by: int) -> None:
+        self.message = (
+            f"this coordinator (epoch {epoch}) is fenced by coordinator epoch {fenced_by}"
+        )
+        self.what_to_do = (
+            "Ask the newer coordinator of the pipeline; stop this process (one coordinator per "
+            "pipeline)"
+        )
+        super().__init__(f"{self.message}. {self.what_to_do}")
+
+
 @dataclass(slots=True)
 class Fence:
     """Coordinator epoch ``epoch``'s view of the newest epoch, read every ``check_seconds``."""
@@ -55,6 +70,11 @@ class Fence:
     last_check: float
     fenced_by: int | None = None
     """The newer epoch that fenced this coordinator (None: not fenced)."""
+
+    def refuse(self) -> None:
+        """Raise `FencedError` once fenced: a fenced coordinator takes no request."""
+        if self.fenced_by is not None:
+            raise FencedError(self.epoch, self.fenced_by)
 
     def due(self, now: float) -> bool:
         """Whether to read the newest epoch now (never again once fenced)."""

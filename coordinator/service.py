@@ -188,7 +188,8 @@ class Coordinator:
 
     async def trigger_checkpoint(self, *, full: bool = False) -> int | None:
         """Trigger a checkpoint now if the tracker allows it (``full``: a full one); its id,
-        or None."""
+        or None. Raises `FencedError` once fenced (as do a stop and a savepoint)."""
+        self._refuse_if_fenced()
         if self.tracker is None or self.assign is None:
             return None
         inject = self.tracker.trigger(time.monotonic(), forced=True)
@@ -201,6 +202,7 @@ class Coordinator:
         """Stop the job gracefully (step 4 of the module docstring), with a final checkpoint
         unless ``final_checkpoint`` is False. Nothing happens if the job is already stopping
         or has ended."""
+        self._refuse_if_fenced()
         if self.job.state is JobState.STOPPING or self.job.is_terminal:
             return
         tracker = self._running_tracker
@@ -223,6 +225,7 @@ class Coordinator:
         """Ask for savepoint ``name`` (default: pipeline and time): from a checkpoint triggered
         for it, or with ``stop`` from the final checkpoint of a graceful stop, which this
         starts (`coordinator.savepoints`). Raises `SavepointRefusedError` saying why not."""
+        self._refuse_if_fenced()
         busy = self.job.is_terminal or self.job.state is JobState.STOPPING
         request = await self.savepoints.request(
             name, stop=stop, refusal=f"the job is {self.job.state.value}" if busy else None
@@ -455,6 +458,10 @@ class Coordinator:
                     else f"no final checkpoint{': ' + stop.note if stop.note else ''}; the next "
                     f"start resumes from checkpoint {self.stats.last_completed_id}",
                 )  # fmt: skip
+
+    def _refuse_if_fenced(self) -> None:
+        if self.fence is not None:
+            self.fence.refuse()
 
     async def _fenced_now(self, now: float) -> bool:
         """Read the newest coordinator epoch; whether this coordinator is fenced."""

@@ -18,6 +18,7 @@ code   error                   when
 405    method_not_allowed      the route exists, the method does not (``Allow`` says which)
 415    unsupported_media_type  a request body that is not JSON
 409    checkpoint_refused      the view raised `CheckpointRefusedError`
+409    fenced                  a newer coordinator fenced this one (`FencedError`)
 422    invalid_request         a request failed validation
 503    unavailable             the view raised another `RetryableError`
 500    coordinator_error       the view raised another `SluicegateError` (its message is shown)
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
+from coordinator.fencing import FencedError
 from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Scope, requirement
 from coordinator.httpapi.guard import BrowserGuard
 from coordinator.httpapi.view import (
@@ -192,7 +194,10 @@ def create_app(
         tags=["checkpoints"],
         summary="Trigger a checkpoint",
         responses={
-            409: _error_response("A checkpoint cannot be triggered now; the message says why"),
+            409: _error_response(
+                "A checkpoint cannot be triggered now (one is in flight, or a newer coordinator "
+                "fenced this one); the message says why"
+            ),
             **_VIEW_ERRORS,
         },
     )
@@ -212,7 +217,10 @@ def create_app(
         response_model=JobStatus,
         tags=["job"],
         summary="Stop the job gracefully",
-        responses=_VIEW_ERRORS,
+        responses={
+            **_VIEW_ERRORS,
+            409: _error_response("A newer coordinator fenced this one: ask the newer one"),
+        },
     )
     async def post_stop(
         final_checkpoint: Annotated[
@@ -315,6 +323,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         )
         return _json(409, body)
 
+    async def on_fenced(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FencedError)
+        return _json(409, ErrorBody(error="fenced", message=exc.message, what_to_do=exc.what_to_do))
+
     async def on_sluicegate_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SluicegateError)
         if isinstance(exc, RetryableError):
@@ -360,6 +372,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(CheckpointRefusedError, on_checkpoint_refused)
+    app.add_exception_handler(FencedError, on_fenced)
     app.add_exception_handler(SluicegateError, on_sluicegate_error)
     app.add_exception_handler(Exception, on_unexpected_error)
 

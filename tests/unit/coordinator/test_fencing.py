@@ -9,7 +9,13 @@ import asyncio
 import time
 import uuid
 
-from coordinator.fencing import Fence, newest_epoch, take_epoch
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from coordinator.fencing import Fence, FencedError, newest_epoch, take_epoch
+from coordinator.httpapi.app import create_app
+from coordinator.httpapi.server import serve
 from coordinator.job_state import JobState
 from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
@@ -80,7 +86,8 @@ async def test_an_older_coordinator_is_fenced_at_its_next_check_and_sends_nothin
 
     before = len(sent.messages)
     assert old.tracker is not None
-    await old.trigger_checkpoint()  # asked through its API: nothing reaches the workers
+    with pytest.raises(FencedError):
+        await old.trigger_checkpoint()  # asked through its API: nothing reaches the workers
     beat = Heartbeat("w1", "w1-1", slots=4, attempt=0, subtasks=())
     await old._on_message(beat)  # a worker that missed the assignment: not sent again
     await old._tick(time.monotonic() + 5.0)
@@ -137,3 +144,35 @@ async def test_a_coordinator_alone_is_never_fenced() -> None:
 
 def test_the_check_interval_is_an_option() -> None:
     assert CoordinatorOptions().fence_check_seconds == 1.0
+
+
+async def test_a_fenced_coordinator_refuses_stop_checkpoint_and_savepoint_requests() -> None:
+    """Asked for them over HTTP too (a real server): 409 ``fenced``, saying where to ask."""
+    storage = open_storage("memory://")
+    c, _ = await placed(storage, uuid.uuid4().hex[:8])
+    await take_epoch(storage)
+    await c._tick(time.monotonic() + 1.0)
+    for request in (
+        c.trigger_checkpoint(),
+        c.request_savepoint("before-upgrade"),
+        c.request_savepoint(stop=True),
+    ):
+        with pytest.raises(FencedError, match="fenced by coordinator epoch 2"):
+            await request
+    with pytest.raises(FencedError):
+        c.request_stop()
+    assert c.stopping is None
+    assert c.job.state is JobState.RUNNING
+
+    server = await serve(create_app(CoordinatorStatus(c), CollectorRegistry()), "127.0.0.1", 0)
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            for path in ("/stop", "/checkpoints"):
+                answer = await http.post(path)
+                assert answer.status_code == 409, answer.text
+                assert answer.json()["error"] == "fenced"
+                assert "Ask the newer coordinator" in answer.json()["what_to_do"]
+            status = await http.get("/status")
+            assert status.json()["fenced_by"] == 2
+    finally:
+        await server.stop()
