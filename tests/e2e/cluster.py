@@ -123,11 +123,12 @@ class Cluster:
         )
         log.close()
 
-    def api_url(self, timeout_s: float = 30) -> str:
-        """The HTTP API of the coordinator's latest start (it listens on a port the OS picks)."""
+    def api_url(self, timeout_s: float = 30, name: str = "coordinator") -> str:
+        """The HTTP API of coordinator ``name``'s latest start (it listens on a port the OS
+        picks)."""
 
         def address() -> str | None:
-            found = self.api_address()
+            found = self.api_address(name)
             if found is None:
                 self.alive()
             return found
@@ -139,9 +140,9 @@ class Cluster:
             what="the coordinator to print its API address",
         )
 
-    def api_address(self) -> str | None:
-        """The HTTP API of the coordinator's latest start; None until it printed it."""
-        log = self.logs / f"coordinator.{self.starts['coordinator']}.log"
+    def api_address(self, name: str = "coordinator") -> str | None:
+        """The HTTP API of coordinator ``name``'s latest start; None until it printed it."""
+        log = self.logs / f"{name}.{self.starts[name]}.log"
         for line in log.read_text().splitlines():
             if line.startswith("coordinator API at "):
                 return line.removeprefix("coordinator API at ").strip()

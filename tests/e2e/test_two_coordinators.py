@@ -6,12 +6,22 @@ count stays exactly once across the handover."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 from sluicegate.demos.wordcount import produce_lines, read_sink
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
 from tests.helpers import assert_counted_exactly_once, wait_for
+
+
+def stop(cluster: Cluster, url: str) -> subprocess.CompletedProcess[str]:
+    """``sluicegate stop --url URL``."""
+    return subprocess.run(
+        [sys.executable, "-m", "sluicegate", "stop", "--url", url],
+        env=cluster.env, capture_output=True, text=True, timeout=150, check=False,
+    )  # fmt: skip
 
 
 async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_once(
@@ -42,6 +52,16 @@ async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_onc
     cluster.alive()  # the fenced coordinator idles: it did not exit
     assert cluster.log_lines("coordinator-b", "coordinator epoch 2"), cluster.log_tails()
     assert not cluster.log_lines("coordinator-b", "is fenced"), cluster.log_tails()
+
+    # A stop asked of the fenced one is refused, saying where to ask; the newer one stops.
+    refused = await asyncio.to_thread(stop, cluster, cluster.api_url())
+    assert refused.returncode == 1, refused
+    assert "fenced by coordinator epoch 2" in refused.stderr, refused.stderr
+    assert "Ask the newer coordinator" in refused.stderr, refused.stderr
+    stopped = await asyncio.to_thread(stop, cluster, cluster.api_url(name="coordinator-b"))
+    assert stopped.returncode == 0, stopped
+    assert cluster.processes.pop("coordinator-b").wait(timeout=30) == 0
+    cluster.alive()  # the fenced one still idles, until its process is stopped
     decisions = ("adopted", "attempt", "fenced", "recovering")
     print(cluster.log_lines("coordinator", *decisions))
     print(cluster.log_lines("coordinator-b", *decisions))
