@@ -28,6 +28,7 @@ name                                                        type       extra lab
 ``sluicegate_savepoints_total``                             counter    outcome       process-local
 ``sluicegate_savepoint_last_seconds``                       gauge                    process-local
 ``sluicegate_savepoint_last_size_bytes``                    gauge                    process-local
+``sluicegate_coordinator_fenced``                           gauge                    process-local
 ==========================================================  =========  ============  =============
 
 * ``aborted_total{reason}``: declined, timeout, failed, superseded (`checkpoint_stats`); every
@@ -45,6 +46,10 @@ name                                                        type       extra lab
 * ``savepoints_total{outcome}``: savepoint requests of this process that ended, ``completed``
   or ``failed`` (both exported, zero included). ``savepoint_last_seconds`` (from request to
   written) and ``savepoint_last_size_bytes``: of the latest savepoint written; absent before.
+* ``coordinator_fenced``: 1 once a newer coordinator of the pipeline fenced this one
+  (`coordinator.fencing`), else 0. A fenced coordinator exports nothing else: its other
+  series would be stale (its checkpoint lag would only grow), and alerts take the ``max``
+  over every coordinator scraped.
 """
 
 from __future__ import annotations
@@ -77,6 +82,16 @@ class CoordinatorCollector(Collector):
         c = self._c
         stats = c.stats
         pipeline = c.graph.name
+        fenced = GaugeMetricFamily(
+            "sluicegate_coordinator_fenced",
+            "1 once a newer coordinator of the pipeline fenced this one (it exports nothing else "
+            "then), else 0.",
+            labels=["pipeline"],
+        )
+        fenced.add_metric([pipeline], 1 if c.fenced else 0)
+        yield fenced
+        if c.fenced:
+            return
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
             family = CounterMetricFamily(name, doc, labels=["pipeline"])

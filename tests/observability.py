@@ -64,6 +64,7 @@ COORDINATOR_METRICS = frozenset(
         "sluicegate_savepoints_total",  # outcome: completed|failed
         "sluicegate_savepoint_last_seconds",
         "sluicegate_savepoint_last_size_bytes",
+        "sluicegate_coordinator_fenced",
     }
 )
 # A worker's /metrics (labels `pipeline`, `operator`, `subtask`), agents' metrics aside.

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from sluicegate.demos.wordcount import produce_lines, read_sink
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
@@ -52,6 +54,15 @@ async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_onc
     cluster.alive()  # the fenced coordinator idles: it did not exit
     assert cluster.log_lines("coordinator-b", "coordinator epoch 2"), cluster.log_tails()
     assert not cluster.log_lines("coordinator-b", "is fenced"), cluster.log_tails()
+
+    # The fenced one exports only that it is fenced (its checkpoint lag would only grow).
+    async with httpx.AsyncClient(timeout=10) as http:
+        metrics = (await http.get(f"{cluster.api_url()}/metrics")).text
+        newer = (await http.get(f"{cluster.api_url(name='coordinator-b')}/metrics")).text
+    assert f'sluicegate_coordinator_fenced{{pipeline="wordcount-{tag}"}} 1.0' in metrics
+    assert "sluicegate_checkpoint_lag_seconds" not in metrics
+    assert f'sluicegate_coordinator_fenced{{pipeline="wordcount-{tag}"}} 0.0' in newer
+    assert "sluicegate_checkpoint_lag_seconds" in newer
 
     # A stop asked of the fenced one is refused, saying where to ask; the newer one stops.
     refused = await asyncio.to_thread(stop, cluster, cluster.api_url())

@@ -17,6 +17,7 @@ from coordinator.fencing import Fence, FencedError, newest_epoch, take_epoch
 from coordinator.httpapi.app import create_app
 from coordinator.httpapi.server import serve
 from coordinator.job_state import JobState
+from coordinator.metrics import CoordinatorCollector
 from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
@@ -176,3 +177,24 @@ async def test_a_fenced_coordinator_refuses_stop_checkpoint_and_savepoint_reques
             assert status.json()["fenced_by"] == 2
     finally:
         await server.stop()
+
+
+async def test_a_fenced_coordinator_exports_only_that_it_is_fenced() -> None:
+    """Its other series would be stale (its checkpoint lag only grows, and the alerts take
+    the max over every coordinator scraped)."""
+    storage = open_storage("memory://")
+    c, _ = await placed(storage, name := uuid.uuid4().hex[:8])
+    await complete_a_checkpoint(c)
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(c))
+    labels = {"pipeline": f"wordcount-{name}"}
+
+    def names() -> set[str]:
+        return {sample.name for family in registry.collect() for sample in family.samples}
+
+    assert registry.get_sample_value("sluicegate_coordinator_fenced", labels) == 0
+    assert "sluicegate_checkpoint_lag_seconds" in names()
+    await take_epoch(storage)
+    await c._tick(time.monotonic() + 1.0)
+    assert registry.get_sample_value("sluicegate_coordinator_fenced", labels) == 1
+    assert names() == {"sluicegate_coordinator_fenced"}
