@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from coordinator.numbering import newest_number, take_next
 from operators.exceptions import FatalError
 from operators.storage import Storage, StorageError
-from operators.storage.layout import COORDINATORS, coordinator_marker
+from operators.storage.layout import COORDINATORS, attempt_marker, coordinator_marker
 
-__all__ = ["Fence", "FencedError", "newest_epoch", "take_epoch"]
+__all__ = ["Fence", "FencedError", "newest_epoch", "placed_elsewhere", "take_epoch"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +104,26 @@ class Fence:
                 newest, self.epoch,
             )  # fmt: skip
         return self.fenced_by is not None
+
+
+async def placed_elsewhere(
+    fence: Fence | None, storage: Storage, worker: str, attempt: int, now: float
+) -> str | None:
+    """``worker`` reports ``attempt``, newer than the coordinator's own: the reason to take
+    the workers back with a newer attempt still, or None to leave it: this coordinator is
+    fenced, or no coordinator ever took that attempt (the report is wrong, and logged; a
+    worker must not be able to restart the job at will), or storage cannot tell now (the next
+    heartbeat asks again)."""
+    if fence is not None and await fence.check(storage, now):
+        return None
+    try:
+        taken = await storage.exists(attempt_marker(attempt))
+    except StorageError as exc:
+        logger.warning("reading attempt %s failed: %s", attempt, exc)
+        return None
+    if not taken:
+        logger.warning(
+            "worker %s reports attempt %s, which no coordinator took: ignored", worker, attempt
+        )
+        return None
+    return f"another coordinator placed attempt {attempt} on {worker}"

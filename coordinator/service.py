@@ -49,7 +49,7 @@ from coordinator.checkpoints import (
     CommitManifest,
     StorageBackoff,
 )
-from coordinator.fencing import Fence, take_epoch
+from coordinator.fencing import Fence, placed_elsewhere, take_epoch
 from coordinator.housekeeping import Housekeeping
 from coordinator.incidents import Failure, RecentAbort
 from coordinator.job_state import JobEvent, JobState, JobStateMachine
@@ -311,9 +311,11 @@ class Coordinator:
             return
         if beat.attempt > self.attempt and not self.placement.adopting:
             # Placed by another coordinator: this one is fenced, or takes the workers back.
-            if not await self._fenced_now(now):
-                reason = f"another coordinator placed attempt {beat.attempt} on {beat.worker_id}"
-                await self._fail(reason, now)
+            elsewhere = await placed_elsewhere(
+                self.fence, self.storage, beat.worker_id, beat.attempt, now
+            )
+            if elsewhere is not None:
+                await self._fail(elsewhere, now)
             return
         if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
             await self._broadcast(self.assign)  # it missed the assignment: send it again

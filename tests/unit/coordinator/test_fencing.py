@@ -198,3 +198,16 @@ async def test_a_fenced_coordinator_exports_only_that_it_is_fenced() -> None:
     await c._tick(time.monotonic() + 1.0)
     assert registry.get_sample_value("sluicegate_coordinator_fenced", labels) == 1
     assert names() == {"sluicegate_coordinator_fenced"}
+
+
+async def test_a_worker_reporting_an_attempt_nobody_took_restarts_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker must not be able to restart the job at will: attempts are taken in storage
+    before any worker hears of them, so one that is not there was never placed."""
+    c, _ = await placed(open_storage("memory://"), uuid.uuid4().hex[:8])
+    for _ in range(3):
+        await c._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=10**9, subtasks=()))
+    assert c.job.state is JobState.RUNNING
+    assert c.failure is None
+    assert "worker w1 reports attempt 1000000000, which no coordinator took" in caplog.text
