@@ -88,13 +88,15 @@ class Fence:
         return self.fenced_by is not None
 
     async def check(self, storage: Storage, now: float) -> bool:
-        """Read the newest epoch from ``storage`` and apply it (`on_newest`; a failed read
-        changes nothing: the next check reads again); whether this coordinator is fenced."""
+        """Read the newest epoch from ``storage`` and apply it (`on_newest`; after a failed
+        read the next check, ``check_seconds`` later, reads again); whether this coordinator
+        is fenced."""
         if self.fenced_by is not None:
             return True
         try:
             newest = await newest_epoch(storage)
         except StorageError as exc:
+            self.last_check = now  # not again on every tick
             logger.warning("reading coordinator epochs failed: %s", exc)
             return False
         if self.on_newest(newest, now):

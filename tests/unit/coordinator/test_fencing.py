@@ -22,9 +22,10 @@ from coordinator.options import CoordinatorOptions
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.protocol.messages import Heartbeat
-from operators.storage import Storage, open_storage
+from operators.storage import Storage, StorageUnavailableError, open_storage
 from sluicegate.cli.commands import render_status
 from sluicegate.demos.wordcount import word_count
+from tests.storage_wrappers import DelegatingStorage
 from tests.unit.coordinator.test_rebalance import AT_ONCE, complete_a_checkpoint, join
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
@@ -211,3 +212,20 @@ async def test_a_worker_reporting_an_attempt_nobody_took_restarts_nothing(
     assert c.job.state is JobState.RUNNING
     assert c.failure is None
     assert "worker w1 reports attempt 1000000000, which no coordinator took" in caplog.text
+
+
+class ListingFails(DelegatingStorage):
+    async def list(self, prefix: str = "") -> list[str]:
+        raise StorageUnavailableError("list", prefix, "the bucket is unreachable")
+
+
+async def test_a_failed_read_of_the_epochs_is_retried_at_the_next_check() -> None:
+    """Not on every tick of the loop (a storage outage must not become a flood of reads)."""
+    storage = open_storage("memory://")
+    fence = Fence(await take_epoch(storage), check_seconds=1.0, last_check=0.0)
+    down = ListingFails(storage)
+    assert not await fence.check(down, 5.0)
+    assert not fence.due(5.5)
+    assert fence.due(6.0)
+    await take_epoch(storage)
+    assert await fence.check(storage, 6.0)
