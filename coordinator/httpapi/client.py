@@ -222,8 +222,11 @@ class CoordinatorClient:
 
     @staticmethod
     def _parse(status: int, body: bytes, shape: type[T]) -> T:
+        """``body`` as ``shape``. Fields this client does not know are ignored: a newer
+        coordinator may add some, and an older CLI must still read its answers. Every field
+        it knows is checked."""
         try:
-            return TypeAdapter(shape).validate_json(body)
+            return TypeAdapter(shape).validate_json(body, extra="ignore")
         except ValidationError as exc:
             raise _unexpected(status, f"{exc.error_count()} problem(s) in the answer") from exc
 
