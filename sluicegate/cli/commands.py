@@ -34,7 +34,14 @@ from coordinator.httpapi.client import (
 )
 from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from operators.exceptions import ConfigError
-from sluicegate.cli.text import bytes_text, counts_rows, duration_text, seconds_text, table
+from sluicegate.cli.text import (
+    bytes_text,
+    counts_rows,
+    duration_text,
+    placement_rows,
+    seconds_text,
+    table,
+)
 
 __all__ = [
     "DEFAULT_URL",
@@ -205,12 +212,7 @@ def render_status(
                 ["attempt", str(job.attempt)],
                 ["last checkpoint", last],
                 ["restarts", str(job.restarts)],
-                *([["waiting for", job.waiting_for]] if job.waiting_for else []),
-                *(
-                    [["FENCED", f"by coordinator epoch {job.fenced_by}: this status is stale"]]
-                    if job.fenced_by
-                    else []
-                ),
+                *placement_rows(job.waiting_for, job.fenced_by),
                 *counts_rows(job.counts),
             ],
         )

@@ -28,6 +28,14 @@ def counts_rows(counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[l
     return rows
 
 
+def placement_rows(waiting_for: str | None, fenced_by: int | None) -> list[list[str]]:
+    """Rows of a job status's ``waiting_for`` and ``fenced_by``, each only when set."""
+    rows = [["waiting for", waiting_for]] if waiting_for else []
+    if fenced_by is not None:
+        rows.append(["FENCED", f"by coordinator epoch {fenced_by}: this status is stale"])
+    return rows
+
+
 def duration_text(start: float | None, end: float | None) -> str:
     return "-" if start is None or end is None else seconds_text(max(0.0, end - start))
 

@@ -16,7 +16,14 @@ from typing import Protocol, TextIO
 
 from coordinator.httpapi.view import CheckpointInfo, JobStatus, WorkerInfo
 from operators.exceptions import SluicegateError
-from sluicegate.cli.text import bytes_text, counts_rows, duration_text, seconds_text, table
+from sluicegate.cli.text import (
+    bytes_text,
+    counts_rows,
+    duration_text,
+    placement_rows,
+    seconds_text,
+    table,
+)
 
 __all__ = ["JobSource", "render", "watch"]
 
@@ -65,6 +72,7 @@ def render(
         ["checkpoint lag", lag],
         ["restarts", str(status.restarts)],
         ["workers alive", alive_text],
+        *placement_rows(status.waiting_for, status.fenced_by),
         *counts_rows(status.counts),
     ]
     sections = [table(None, summary)]

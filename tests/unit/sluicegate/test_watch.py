@@ -189,3 +189,17 @@ def test_watch_takes_the_real_client(refused_url: str) -> None:
 def test_watch_refuses_a_non_positive_interval() -> None:
     with pytest.raises(ValueError, match="positive"):
         watch(FakeSource(iter([])), 0, io.StringIO(), frames=1)
+
+
+def test_render_says_what_placement_waits_for_and_when_the_coordinator_is_fenced() -> None:
+    waiting = JobStatus(
+        pipeline="orders", state="recovering", attempt=4, last_completed_checkpoint=None,
+        checkpoint_lag_seconds=None, restarts=3,
+        waiting_for="slots: 4 subtasks, the live workers offer 1 (w1: 1)",
+    )  # fmt: skip
+    frame = render(waiting, [], [])
+    assert "waiting for     slots: 4 subtasks, the live workers offer 1 (w1: 1)\n" in frame
+    assert "FENCED" not in frame
+    fenced = render(waiting.model_copy(update={"waiting_for": None, "fenced_by": 7}), [], [])
+    assert "FENCED          by coordinator epoch 7: this status is stale\n" in fenced
+    assert "waiting for" not in fenced
