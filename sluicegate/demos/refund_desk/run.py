@@ -147,6 +147,7 @@ async def _follow(
     """Read results until every run has one; SIGKILL worker-1 a third of the way."""
     results: dict[str, dict[str, object]] = {}
     recovery: asyncio.Task[float | None] | None = None
+    progress = _Progress(runs)
     async with committed_from_start(bootstrap, TOPICS.results, PARTITIONS) as consumer:
         deadline = time.monotonic() + 120 + runs
         while len(results) < runs and time.monotonic() < deadline:
@@ -158,10 +159,11 @@ async def _follow(
                     if result["run_id"] in results:
                         raise SluicegateError(f"run {result['run_id']} has two results")
                     results[result["run_id"]] = result
-            _progress(len(results), runs)
+            progress(len(results))
             if kill and recovery is None and len(results) >= runs // 3:
                 recovery = asyncio.create_task(_kill_and_time(children, client))
-        print()
+        if progress.terminal:
+            print()
     return results, (await recovery if recovery is not None else None)
 
 
@@ -204,11 +206,26 @@ async def _try(call: Callable[[], T]) -> T | None:
     return None
 
 
-def _progress(done: int, total: int) -> None:
-    width = 40
-    filled = width * done // max(total, 1)
-    sys.stdout.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs done")
-    sys.stdout.flush()
+class _Progress:
+    """Runs done: a bar redrawn in place on a terminal; elsewhere (a log, CI) a line at each
+    tenth of the runs, not a redraw every 300 ms."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.shown = total, -1
+        self.terminal = sys.stdout.isatty()
+
+    def __call__(self, done: int) -> None:
+        width, total = 40, max(self.total, 1)
+        if not self.terminal:
+            if done * 10 // total > self.shown:
+                self.shown = done * 10 // total
+                print(f"{done}/{self.total} runs done", flush=True)
+            return
+        filled = width * done // total
+        sys.stdout.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} runs done"
+        )
+        sys.stdout.flush()
 
 
 def _free_port() -> int:
