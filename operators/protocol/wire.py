@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from operators.protocol.channels import TopicPartition
 from operators.protocol.messages import (
@@ -24,7 +28,6 @@ from operators.protocol.messages import (
     Heartbeat,
     Retire,
     Retired,
-    StateHandle,
     StopSubtasks,
     SubtaskFailed,
     ToWorker,
@@ -98,38 +101,77 @@ def encode_message(message: FromWorker | ToWorker) -> bytes:
 
 
 def decode_message(data: bytes) -> FromWorker | ToWorker:
-    """Inverse of `encode_message`; raises ValueError on anything else."""
+    """Inverse of `encode_message`; raises ValueError on anything else.
+
+    A control record is read as hostile (anyone allowed to write the topic can write one): it
+    must be a JSON object of a known type and schema version whose every field has the
+    declared type (`pydantic`, lax: JSON lists become tuples), and every number in it is
+    finite and not negative. A record that passed used to reach the coordinator's loop with,
+    say, a string for an attempt, and fail it there."""
     body = json.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError(f"control message is not a JSON object: {data[:200]!r}")
     if body.pop("schema_version", None) != WIRE_SCHEMA_VERSION:
         raise ValueError(f"control message of another schema version: {data[:200]!r}")
-    kind = body.pop("type")
-    match kind:
-        case "ack":
-            positions = {TopicPartition(t, p): o for t, p, o in body.pop("positions")}
-            handle = StateHandle.model_validate(body.pop("handle"))
-            return CheckpointAck(positions=positions, handle=handle, **body)
-        case "assign":
-            assignment = {w: tuple(s) for w, s in body.pop("assignment").items()}
-            return Assign(assignment=assignment, **body)
-        case "heartbeat":  # "counts" may be absent: it came later in schema version 1
-            return Heartbeat(subtasks=tuple(body.pop("subtasks")), **body)
-        case "decline":
-            return CheckpointDecline(**body)
-        case "failed":
-            return SubtaskFailed(**body)
-        case "trigger":
-            return TriggerCheckpoint(**body)
-        case "completed":
-            return CheckpointCompleted(**body)
-        case "aborted":
-            return CheckpointAborted(**body)
-        case "stop":
-            return StopSubtasks(**body)
-        case "retire":
-            return Retire(**body)
-        case "retired":
-            return Retired(**body)
-    raise ValueError(f"unknown control message type {kind!r}")
+    kind = body.pop("type", None)
+    cls = _TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown control message type {kind!r}")
+    if cls is CheckpointAck:
+        positions = body.get("positions")
+        if not isinstance(positions, list) or not all(
+            isinstance(p, list) and len(p) == 3 for p in positions
+        ):
+            raise ValueError(
+                f"ack positions are not [topic, partition, offset] triples: {data[:200]!r}"
+            )
+        body["positions"] = {TopicPartition(t, p): o for t, p, o in positions}
+    try:
+        message = _ADAPTERS[cls].validate_python(body, extra="forbid")
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"control message {kind!r} with invalid fields: {problems}") from None
+    _check_numbers(kind, message)
+    return message
+
+
+_TYPES: dict[str, type[FromWorker | ToWorker]] = {
+    "ack": CheckpointAck,
+    "assign": Assign,
+    "heartbeat": Heartbeat,  # "counts" may be absent: it came later in schema version 1
+    "decline": CheckpointDecline,
+    "failed": SubtaskFailed,
+    "trigger": TriggerCheckpoint,
+    "completed": CheckpointCompleted,
+    "aborted": CheckpointAborted,
+    "stop": StopSubtasks,
+    "retire": Retire,
+    "retired": Retired,
+}
+_ADAPTERS: dict[type[FromWorker | ToWorker], TypeAdapter[FromWorker | ToWorker]] = {
+    cls: TypeAdapter(cls) for cls in _TYPES.values()
+}
+
+
+def _check_numbers(kind: str, message: FromWorker | ToWorker) -> None:
+    """Every number of ``message`` (its fields, positions and counts) finite and >= 0."""
+
+    def numbers(value: object) -> Iterator[float]:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int | float):
+            yield value
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                yield from numbers(key)
+                yield from numbers(item)
+        elif isinstance(value, TopicPartition):
+            yield value.partition
+
+    for f in dataclasses.fields(message):
+        for n in numbers(getattr(message, f.name)):
+            if not (math.isfinite(n) and n >= 0):
+                raise ValueError(f"control message {kind!r}: {f.name} holds {n!r}")
 
 
 def _fields(
