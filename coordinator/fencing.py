@@ -113,9 +113,8 @@ async def placed_elsewhere(
 ) -> str | None:
     """``worker`` reports ``attempt``, newer than the coordinator's own: the reason to take
     the workers back with a newer attempt still, or None to leave it: this coordinator is
-    fenced, or no coordinator ever took that attempt (the report is wrong, and logged; a
-    worker must not be able to restart the job at will), or storage cannot tell now (the next
-    heartbeat asks again)."""
+    fenced, or no coordinator ever took that attempt (the report is wrong: logged, and it
+    restarts nothing), or storage cannot tell now (the next heartbeat asks again)."""
     if fence is not None and await fence.check(storage, now):
         return None
     try:
