@@ -5,7 +5,7 @@ remembers what lies between a new attempt and its assignment; the coordinator ap
 it answers (the attempt, the tracker, the `Assign` it broadcasts):
 
 1. `start`: with a stored plan whose workers may still run it, the coordinator waits for
-   their heartbeats (`adoption_due`, then `decide`: `coordinator.adoption`); otherwise, and
+   their heartbeats (`adopting`, then `decide`: `coordinator.adoption`); otherwise, and
    whenever that fails, it takes a new attempt (`new_attempt`);
 2. a new attempt's phase one: every live worker retires its older subtasks (`retiring`, a
    `RetireGate`); `slots` then answers which workers the attempt may use, once they offer a
@@ -60,6 +60,7 @@ class Placement:
     def __init__(
         self,
         graph: JobGraph,
+        subtasks: list[str],
         storage: Storage,
         manifests: ManifestStore,
         settings: CoordinatorOptions,
@@ -68,7 +69,7 @@ class Placement:
         self.storage = storage
         self.manifests = manifests
         self.settings = settings
-        self.subtasks = [str(s) for s in graph.subtasks()]
+        self.subtasks = subtasks
         self.previous: dict[str, str] | None = None
         """subtask -> worker in the last attempt (None: this coordinator has placed nothing)."""
         self.retiring: RetireGate | None = None
@@ -77,8 +78,6 @@ class Placement:
         """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
         self._offered: dict[str, int] | None = None
         """The too few slots last logged for the attempt being placed."""
-        self._heard = False
-        """A live worker was seen while placing the attempt."""
 
     @property
     def adopting(self) -> bool:
@@ -131,13 +130,11 @@ class Placement:
         deadline = now + self.settings.retire_wait_seconds
         self.retiring = RetireGate(attempt, deadline, settle_seconds=settle)
         self._offered = None
-        self._heard = False
         return attempt
 
     def slots(self, alive: Mapping[str, int], now: float) -> dict[str, int] | None:
         """Step 2: the slots (worker -> slots) the new attempt may use now, or None to wait."""
         assert self.retiring is not None
-        self._heard = self._heard or bool(alive)
         slots = self.retiring.ready(alive, now)
         if slots is None:
             return None
@@ -159,7 +156,8 @@ class Placement:
         if self.retiring is None:
             return None
         if self._offered is None:
-            return "the live workers to retire their older subtasks" if self._heard else "workers"
+            heard = self.retiring.first_seen is not None  # a live worker was seen
+            return "the live workers to retire their older subtasks" if heard else "workers"
         offered = ", ".join(f"{w}: {n}" for w, n in sorted(self._offered.items()))
         return (
             f"slots: {len(self.subtasks)} subtasks, the live workers offer "

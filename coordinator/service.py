@@ -134,7 +134,7 @@ class Coordinator:
             blob_gc_interval_s=self.settings.blob_gc_interval_seconds,
         )
         self._storage_backoff = StorageBackoff()
-        self.placement = Placement(graph, storage, self.manifests, self.settings)
+        self.placement = Placement(graph, self._subtasks, storage, self.manifests, self.settings)
         """Steps 1 and 2 of the module docstring: adoption, phase one, the plan."""
         self.stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
@@ -239,7 +239,11 @@ class Coordinator:
     async def _tick(self, now: float) -> None:
         if self.job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
-        if self.fence is not None and self.fence.due(now) and await self._fenced_now(now):
+        if (
+            self.fence is not None
+            and self.fence.due(now)
+            and await self.fence.check(self.storage, now)
+        ):
             return
         if self.placement.adopting:
             if self.stopping is None:
@@ -464,10 +468,6 @@ class Coordinator:
     def _refuse_if_fenced(self) -> None:
         if self.fence is not None:
             self.fence.refuse()
-
-    async def _fenced_now(self, now: float) -> bool:
-        """Read the newest coordinator epoch; whether this coordinator is fenced."""
-        return self.fence is not None and await self.fence.check(self.storage, now)
 
     def _periodic_due(self, now: float) -> bool:
         return self.settings.periodic_checkpoints and not self._storage_backoff.waiting(now)

@@ -177,9 +177,9 @@ class Subtask:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
+        """sink topic -> its sink; topics may share one"""
         self._distinct_sinks: list[Sink] = []
         """Every sink once (topics may share one), in the order of the operator's outputs."""
-        """sink topic -> its sink; topics may share one"""
         self.records_in = 0
         self._outputs: Outputs | None = None
         self._stop_requested = False
