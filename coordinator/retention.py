@@ -333,7 +333,7 @@ def _may_delete(path: str, newest: int | None) -> bool:
 
 
 def _files_of(manifest: CheckpointManifest) -> set[str]:
-    return {f.path for s in manifest.subtasks.values() for f in s.handle.files}
+    return {f.path for s in manifest.subtasks.values() for f in s.handle.all_files}
 
 
 async def _load_manifests(storage: Storage, ids: Iterable[int]) -> dict[int, CheckpointManifest]:

@@ -18,10 +18,19 @@ The JSON form of the control messages is `operators.protocol.wire`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from operators.protocol.channels import TopicPartition
 
@@ -48,6 +57,7 @@ __all__ = [
 ]
 
 STATE_HANDLE_SCHEMA_VERSION = 1
+_SEGMENT = re.compile(r"^changelog-[0-9]{12}$")
 
 
 class SnapshotFile(BaseModel):
@@ -72,8 +82,34 @@ class StateHandle(BaseModel):
     schema_version: int = STATE_HANDLE_SCHEMA_VERSION
     checkpoint_id: int = Field(ge=0)
     files: tuple[SnapshotFile, ...]
+    """The RocksDB files (with the state changelog: of the last materialization; none yet
+    for a database whose first materialization has not been uploaded)."""
     full_bytes: int = Field(ge=0)
     uploaded_bytes: int = Field(ge=0)
+    changelog: tuple[SnapshotFile, ...] = ()
+    """The state changelog's segments written since ``files``, replayed onto them in name
+    order; empty without the changelog, and then left out of the JSON, so that a build
+    without the changelog still reads the manifest."""
+
+    @model_validator(mode="after")
+    def _segments_apart(self) -> StateHandle:
+        if any(not _SEGMENT.match(f.name) for f in self.changelog):
+            raise ValueError("a changelog entry is not named changelog-<12 digits>")
+        if any(_SEGMENT.match(f.name) for f in self.files):
+            raise ValueError("a RocksDB file is named like a changelog segment")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_changelog(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not self.changelog and isinstance(data, dict):
+            data.pop("changelog", None)
+        return data
+
+    @property
+    def all_files(self) -> tuple[SnapshotFile, ...]:
+        """Every file a restore needs: ``files`` then ``changelog``."""
+        return (*self.files, *self.changelog)
 
 
 @dataclass(frozen=True, slots=True)

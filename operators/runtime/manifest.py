@@ -161,7 +161,7 @@ class CheckpointManifest(BaseModel):
     def is_full(self) -> bool:
         """Whether every file of this checkpoint is in its own folder (a full checkpoint),
         shared with no other."""
-        paths = [f.path for s in self.subtasks.values() for f in s.handle.files]
+        paths = [f.path for s in self.subtasks.values() for f in s.handle.all_files]
         return bool(paths) and all(p.startswith(f"{CHECKPOINTS}/") for p in paths)
 
     @property

@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from operators.protocol.messages import SnapshotFile, StateHandle
 from operators.runtime.exceptions import CorruptCheckpointError
@@ -41,10 +42,22 @@ from operators.state.local_checkpoint import (
     SstKey,
     classify,
 )
+from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import ContentAddressedUpload, Storage, StoredFile
 from operators.storage.layout import SHARED, full_checkpoint_files, full_checkpoint_marker
 
-__all__ = ["UPLOAD_CONCURRENCY", "SnapshotStore", "UploadResult", "sst_checksums"]
+__all__ = [
+    "UPLOAD_CONCURRENCY",
+    "Restored",
+    "SnapshotStore",
+    "Snapshots",
+    "UploadResult",
+    "fetch",
+    "make_handle",
+    "put_all",
+    "sst_checksums",
+    "upload_full",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +69,41 @@ UPLOAD_CONCURRENCY = 8
 class UploadResult:
     handle: StateHandle
     seconds: float
+
+
+class Snapshots(Protocol):
+    """How a subtask's state goes to storage and back: :class:`SnapshotStore` (RocksDB's
+    files) or :class:`~operators.runtime.changelog_snapshots.ChangelogSnapshots`."""
+
+    async def take(
+        self, store: RocksDBStateStore, checkpoint_id: int, root: Path
+    ) -> LocalCheckpoint:
+        """The synchronous phase of checkpoint ``checkpoint_id``, into ``root/<checkpoint_id>``."""
+        ...
+
+    async def upload(self, local: LocalCheckpoint) -> UploadResult:
+        """The asynchronous phase: put ``local`` in storage."""
+        ...
+
+    def attach(self, store: RocksDBStateStore, restored: Restored | None) -> None:
+        """``store`` was opened (new) or restored from ``restored``."""
+        ...
+
+    async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
+        """A folder holding exactly the files of ``handle``."""
+        ...
+
+    async def close(self) -> None:
+        """Stop what runs in the background."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """The folder a store was restored from (:func:`fetch`), and the handle it holds."""
+
+    folder: Path
+    handle: StateHandle
 
 
 class SnapshotStore:
@@ -77,13 +125,13 @@ class SnapshotStore:
             self._storage.exists(full_checkpoint_marker(local.inventory.checkpoint_id)),
         )
         if full:
-            return await self._upload_full(local, inventory, started)
+            return await upload_full(self._storage, local.directory, inventory, started)
         ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
         rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
         new_names = {f.name for f in (*ssts, *rest)}
         uploads = [
-            *await self._put_all(SHARED, local.directory, ssts),
-            *await self._put_all(SHARED, local.directory, rest),  # after the SSTs
+            *await put_all(self._storage, SHARED, local.directory, ssts),
+            *await put_all(self._storage, SHARED, local.directory, rest),  # after the SSTs
         ]
         files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
         for entry in inventory.files:
@@ -98,73 +146,105 @@ class SnapshotStore:
                     )
                 )
         self.uploaded.update(inventory.sst_checksums())
-        handle = StateHandle(
-            checkpoint_id=inventory.checkpoint_id,
-            files=tuple(sorted(files, key=lambda f: f.name)),
-            full_bytes=sum(f.size for f in inventory.files),
-            uploaded_bytes=sum(result.uploaded_bytes for _, result in uploads),
-        )
+        sent = sum(result.uploaded_bytes for _, result in uploads)
+        handle = make_handle(inventory, files, uploaded_bytes=sent)
         return UploadResult(handle, time.perf_counter() - started)
 
-    async def _upload_full(
-        self, local: LocalCheckpoint, inventory: CheckpointInventory, started: float
-    ) -> UploadResult:
-        prefix = full_checkpoint_files(inventory.checkpoint_id)
-        uploads = await self._put_all(prefix, local.directory, inventory.files)
-        files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
-        handle = StateHandle(
-            checkpoint_id=inventory.checkpoint_id,
-            files=tuple(sorted(files, key=lambda f: f.name)),
-            full_bytes=sum(f.size for f in inventory.files),
-            uploaded_bytes=sum(f.size for f in inventory.files),
-        )
-        return UploadResult(handle, time.perf_counter() - started)
+    async def take(
+        self, store: RocksDBStateStore, checkpoint_id: int, root: Path
+    ) -> LocalCheckpoint:
+        """The synchronous phase: flush the memtable (in a worker thread: RocksDB writes the SST
+        without the GIL, so the subtasks sharing the process run meanwhile; nothing else may use
+        ``store`` until it returns), then take the local checkpoint ``root/<checkpoint_id>``."""
+        if store.has_unflushed_writes():
+            await asyncio.to_thread(store.flush_memtable)
+        return store.take_local_checkpoint(checkpoint_id, root, uploaded=self.uploaded)
 
-    async def _put_all(
-        self, prefix: str, directory: Path, entries: Sequence[CheckpointFile]
-    ) -> list[tuple[CheckpointFile, ContentAddressedUpload]]:
-        """Put ``entries`` content-addressed under ``prefix``, up to `UPLOAD_CONCURRENCY` at
-        once (a sequential loop waited for the event loop once per step of every file: on a
-        busy subtask that made the asynchronous phase most of a second); the first failure
-        cancels the others and is raised."""
-        slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
-
-        async def put(entry: CheckpointFile) -> ContentAddressedUpload:
-            async with slots:
-                return await self._storage.put_content_addressed(
-                    prefix, directory / entry.name, sha256=entry.sha256
-                )
-
-        tasks = [asyncio.ensure_future(put(entry)) for entry in entries]
-        try:
-            results = await asyncio.gather(*tasks)
-        except BaseException:  # raised as it is (a StorageError declines the checkpoint)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        return list(zip(entries, results, strict=True))
+    def attach(self, store: RocksDBStateStore, restored: Restored | None) -> None:
+        """Nothing to do: the store is checkpointed as it is (the changelog's counterpart
+        logs its writes)."""
 
     async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
-        """Return a folder holding exactly the files of ``handle``, ready to restore from.
+        """:func:`fetch`."""
+        return await fetch(self._storage, handle, local_root)
 
-        The subtask's own local checkpoint ``local_root/<id>`` is used when every file is there
-        with the right size; otherwise every file is downloaded and verified into
-        ``local_root/<id>.download``.
-        """
-        local = local_root / str(handle.checkpoint_id)
-        if _matches(local, handle):
-            logger.info("restoring checkpoint %s from the local copy", handle.checkpoint_id)
-            return local
-        target = local_root / f"{handle.checkpoint_id}.download"
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        for entry in handle.files:
-            stored = StoredFile(entry.path, entry.size, entry.sha256)
-            local_file = _inside(target, entry, handle.checkpoint_id)
-            await self._storage.download_verified(stored, local_file)
-        logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.files))
-        return target
+    async def close(self) -> None:
+        """Nothing runs in the background."""
+
+
+async def upload_full(
+    storage: Storage, directory: Path, inventory: CheckpointInventory, started: float
+) -> UploadResult:
+    """Put every file of ``inventory`` under ``checkpoints/<n>/full/`` (a full checkpoint:
+    nothing shared with any other); changelog segments go in the handle's ``changelog``."""
+    prefix = full_checkpoint_files(inventory.checkpoint_id)
+    uploads = await put_all(storage, prefix, directory, inventory.files)
+    files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
+    handle = make_handle(inventory, files, uploaded_bytes=sum(f.size for f in inventory.files))
+    return UploadResult(handle, time.perf_counter() - started)
+
+
+def make_handle(
+    inventory: CheckpointInventory, files: Sequence[SnapshotFile], *, uploaded_bytes: int
+) -> StateHandle:
+    """The handle of ``inventory`` whose files storage holds as ``files``: RocksDB files in
+    ``files``, changelog segments in ``changelog``, each sorted by name."""
+    ordered = sorted(files, key=lambda f: f.name)
+    return StateHandle(
+        checkpoint_id=inventory.checkpoint_id,
+        files=tuple(f for f in ordered if classify(f.name) is not FileKind.CHANGELOG),
+        changelog=tuple(f for f in ordered if classify(f.name) is FileKind.CHANGELOG),
+        full_bytes=sum(f.size for f in inventory.files),
+        uploaded_bytes=uploaded_bytes,
+    )
+
+
+async def fetch(storage: Storage, handle: StateHandle, local_root: Path) -> Path:
+    """Return a folder holding exactly the files of ``handle``, ready to restore from.
+
+    The subtask's own local checkpoint ``local_root/<id>`` is used when every file is there
+    with the right size; otherwise every file is downloaded and verified into
+    ``local_root/<id>.download``.
+    """
+    local = local_root / str(handle.checkpoint_id)
+    if _matches(local, handle):
+        logger.info("restoring checkpoint %s from the local copy", handle.checkpoint_id)
+        return local
+    target = local_root / f"{handle.checkpoint_id}.download"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for entry in handle.all_files:
+        stored = StoredFile(entry.path, entry.size, entry.sha256)
+        local_file = _inside(target, entry, handle.checkpoint_id)
+        await storage.download_verified(stored, local_file)
+    logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.all_files))
+    return target
+
+
+async def put_all(
+    storage: Storage, prefix: str, directory: Path, entries: Sequence[CheckpointFile]
+) -> list[tuple[CheckpointFile, ContentAddressedUpload]]:
+    """Put ``entries`` of ``directory`` content-addressed under ``prefix``, up to
+    `UPLOAD_CONCURRENCY` at once (a sequential loop waited for the event loop once per step of
+    every file: on a busy subtask that made the asynchronous phase most of a second); the first
+    failure cancels the others and is raised."""
+    slots = asyncio.Semaphore(UPLOAD_CONCURRENCY)
+
+    async def put(entry: CheckpointFile) -> ContentAddressedUpload:
+        async with slots:
+            return await storage.put_content_addressed(
+                prefix, directory / entry.name, sha256=entry.sha256
+            )
+
+    tasks = [asyncio.ensure_future(put(entry)) for entry in entries]
+    try:
+        results = await asyncio.gather(*tasks)
+    except BaseException:  # raised as it is (a StorageError declines the checkpoint)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return list(zip(entries, results, strict=True))
 
 
 def _inside(folder: Path, entry: SnapshotFile, checkpoint_id: int) -> Path:
@@ -196,4 +276,4 @@ def _matches(folder: Path, handle: StateHandle) -> bool:
     if not folder.is_dir():
         return False
     present = {p.name: p.stat().st_size for p in folder.iterdir()}
-    return present == {f.name: f.size for f in handle.files}
+    return present == {f.name: f.size for f in handle.all_files}

@@ -67,6 +67,7 @@ from operators.protocol.records import SOURCE_WRITER
 from operators.protocol.restore_filter import Fenced, RestoreFilter
 from operators.runtime.batches import PartitionBatches
 from operators.runtime.calls import OperatorCalls
+from operators.runtime.changelog_snapshots import ChangelogSnapshots
 from operators.runtime.closing import close_quietly
 from operators.runtime.context import OperatorOpenContext
 from operators.runtime.control import ControlLink
@@ -78,9 +79,10 @@ from operators.runtime.exceptions import (
 from operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from operators.runtime.outputs import Outputs
 from operators.runtime.sinks import Sink, build_sinks
-from operators.runtime.state_transfer import SnapshotStore, sst_checksums
+from operators.runtime.state_transfer import Restored, Snapshots, SnapshotStore, sst_checksums
 from operators.runtime.wakes import poll_timeout_ms
 from operators.specs import TopicKind
+from operators.state.changelog import ChangelogFormatError
 from operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
 from operators.state.rocksdb import RocksDBStateStore
 from operators.state.store import PartitionState
@@ -111,6 +113,9 @@ class SubtaskSettings:
     fetch_timeout_ms: int = 50
     fetch_max_records: int = 2000
     keep_local_checkpoints: int = 2
+    state_changelog: bool = False
+    """Checkpoint the state as a changelog of each interval's writes and RocksDB files
+    materialized in the background (:mod:`operators.runtime.changelog_snapshots`)."""
 
 
 class Subtask:
@@ -145,8 +150,10 @@ class Subtask:
         self._restore = restore
         self._settings = settings or SubtaskSettings()
         self._storage = storage
-        self._snapshots = SnapshotStore(
-            storage, uploaded=sst_checksums(restore.handle) if restore else None
+        self._snapshots: Snapshots = (
+            ChangelogSnapshots(storage, self._checkpoints_dir)
+            if self._settings.state_changelog
+            else SnapshotStore(storage, uploaded=sst_checksums(restore.handle) if restore else None)
         )
         restored = restore.checkpoint_id if restore else None
         restored_id = restored or 0
@@ -229,6 +236,7 @@ class Subtask:
         shutil.rmtree(db_dir, ignore_errors=True)
         if self._restore is None:
             self._store = RocksDBStateStore.open(db_dir)
+            self._snapshots.attach(self._store, None)
             self._states.clear()
             return
         try:
@@ -241,7 +249,11 @@ class Subtask:
             raise CorruptCheckpointError(
                 self._restore.checkpoint_id, exc.path, missing=True
             ) from exc
-        self._store = RocksDBStateStore.restore(source, db_dir)
+        try:
+            self._store = RocksDBStateStore.restore(source, db_dir)
+        except ChangelogFormatError as exc:
+            raise CorruptCheckpointError(self._restore.checkpoint_id, exc.path.name) from exc
+        self._snapshots.attach(self._store, Restored(source, self._restore.handle))
         self._states.clear()
 
     async def _start_producers(self) -> None:
@@ -299,6 +311,7 @@ class Subtask:
             if self._upload is not None and not self._upload.done():
                 self._upload.cancel()
                 await asyncio.gather(self._upload, return_exceptions=True)
+            await close_quietly(self.name, "snapshots", self._snapshots.close())
             for closer in (self._consumer, self._producer):
                 if closer is not None:
                     await close_quietly(self.name, type(closer).__name__, closer.stop())
@@ -476,13 +489,7 @@ class Subtask:
         if self._upload is not None:
             await self._upload  # at most one upload at a time; normally long finished
         started = time.perf_counter()
-        if self._store.has_unflushed_writes():
-            # RocksDB writes the SST without the GIL: the subtasks sharing this process run
-            # meanwhile; this one waits (nothing else uses its store until the snapshot ends).
-            await asyncio.to_thread(self._store.flush_memtable)
-        local = self._store.take_local_checkpoint(
-            n, self._checkpoints_dir, uploaded=self._snapshots.uploaded
-        )
+        local = await self._snapshots.take(self._store, n, self._checkpoints_dir)
         self.interval = n + 1
         assert self._outputs is not None
         await self._outputs.barrier(n)

@@ -35,6 +35,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rocksdict import Checkpoint
 
+from operators.state.changelog import segment_checkpoint_id
 from operators.state.exceptions import CheckpointExistsError, RestoreSourceError, StateIOError
 
 __all__ = [
@@ -67,12 +68,15 @@ class FileKind(StrEnum):
     ``other`` covers the write-ahead log (``*.log``, empty because memtables are
     flushed first), rocksdict's ``rocksdict-config.json`` and anything RocksDB
     adds in later versions; such files are uploaded with every checkpoint.
+    ``changelog`` is a segment of the state changelog (:mod:`operators.state.changelog`),
+    replayed onto the other files by a restore.
     """
 
     SST = "sst"
     MANIFEST = "manifest"
     CURRENT = "current"
     OPTIONS = "options"
+    CHANGELOG = "changelog"
     OTHER = "other"
 
 
@@ -80,6 +84,8 @@ def classify(name: str) -> FileKind:
     """Return the kind of the checkpoint file called ``name``."""
     if name.endswith(".sst"):
         return FileKind.SST
+    if segment_checkpoint_id(name) is not None:
+        return FileKind.CHANGELOG
     if name.startswith("MANIFEST-"):
         return FileKind.MANIFEST
     if name == "CURRENT":
@@ -277,7 +283,8 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def materialize_checkpoint(from_dir: Path, into_dir: Path) -> None:
-    """Fill ``into_dir`` (absent or empty) with the files of checkpoint folder ``from_dir``.
+    """Fill ``into_dir`` (absent or empty) with the RocksDB files of checkpoint folder
+    ``from_dir`` (changelog segments stay: the restore replays them).
 
     SST files are hard-linked (they are immutable, so the restored database and
     the checkpoint can share them) and copied when linking fails, e.g. across
@@ -294,7 +301,10 @@ def materialize_checkpoint(from_dir: Path, into_dir: Path) -> None:
     for entry in entries:
         source = Path(entry.path)
         target = into_dir / entry.name
-        if classify(entry.name) is FileKind.SST:
+        kind = classify(entry.name)
+        if kind is FileKind.CHANGELOG:
+            continue
+        if kind is FileKind.SST:
             _link_or_copy(source, target)
         else:
             shutil.copy2(source, target)

@@ -25,6 +25,7 @@ from typing import Any
 from rocksdict import Rdict, WriteBatch
 
 from operators.state import codec
+from operators.state.changelog import ChangelogFormatError, ChangelogWriter, Op, read_segment
 from operators.state.codec import RocksDBOptions
 from operators.state.exceptions import (
     ReservedKeyError,
@@ -34,8 +35,10 @@ from operators.state.exceptions import (
     StateSchemaVersionError,
 )
 from operators.state.local_checkpoint import (
+    FileKind,
     LocalCheckpoint,
     SstKey,
+    classify,
     create_local_checkpoint,
     materialize_checkpoint,
     relink_local_checkpoint,
@@ -109,6 +112,8 @@ class RocksDBStateStore:
         """Latest sequence number when the memtable was last flushed (-1: not yet)."""
         self._last_checkpoint: tuple[int, LocalCheckpoint] | None = None
         """The latest local checkpoint and the sequence number it holds."""
+        self.changelog: ChangelogWriter | None = None
+        """Where every write is logged before RocksDB applies it (None: the changelog is off)."""
 
     @classmethod
     def open(cls, path: Path, *, options: RocksDBOptions | None = None) -> RocksDBStateStore:
@@ -148,11 +153,24 @@ class RocksDBStateStore:
     ) -> RocksDBStateStore:
         """Open a new database at ``into_dir`` from the files of checkpoint folder ``from_dir``.
 
-        1. link or copy the files: :func:`~operators.state.local_checkpoint.materialize_checkpoint`;
-        2. :meth:`open` ``into_dir``, which checks ``schema_version``.
+        1. link or copy the RocksDB files:
+           :func:`~operators.state.local_checkpoint.materialize_checkpoint`; a folder of
+           changelog segments alone (nothing materialized yet) starts from a new database;
+        2. :meth:`open` ``into_dir``, which checks ``schema_version``;
+        3. replay the changelog segments of ``from_dir`` in name order (none without the
+           changelog); a damaged segment raises :class:`ChangelogFormatError`.
         """
-        materialize_checkpoint(from_dir, into_dir)
-        return cls.open(into_dir, options=options)
+        segments = sorted(p for p in from_dir.iterdir() if classify(p.name) is FileKind.CHANGELOG)
+        if not segments or (from_dir / "CURRENT").exists():
+            materialize_checkpoint(from_dir, into_dir)
+        store = cls.open(into_dir, options=options)
+        try:
+            for segment in segments:
+                store._replay(segment)
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @property
     def path(self) -> Path:
@@ -200,9 +218,13 @@ class RocksDBStateStore:
         2. write one range tombstone over the partition's prefix.
         """
         prefix = codec.partition_prefix(PartitionId(topic, partition))
+        stop = codec.prefix_successor(prefix)
+        assert stop is not None  # a partition prefix starts with PARTITION_TAG, not 0xff
         self.flush_batch()
+        if self.changelog is not None:
+            self.changelog.append((), [(prefix, stop)])
         try:
-            self._require_open().delete_range(prefix, codec.prefix_successor(prefix))
+            self._require_open().delete_range(prefix, stop)
         except Exception as exc:
             raise StateIOError("drop partition", self._path, str(exc)) from exc
 
@@ -211,8 +233,11 @@ class RocksDBStateStore:
         db = self._require_open()
         if not self._pending:
             return
+        writes = self._pending.writes()
+        if self.changelog is not None:
+            self.changelog.append(writes)
         batch = WriteBatch(raw_mode=True)
-        for key, value in self._pending.writes():
+        for key, value in writes:
             if value is None:
                 batch.delete(key)
             else:
@@ -343,6 +368,33 @@ class RocksDBStateStore:
     def _has_rows(self, pid: PartitionId) -> bool:
         with contextlib.closing(self.partition(pid.topic, pid.partition).items()) as rows:
             return next(rows, None) is not None
+
+    def _replay(self, segment: Path) -> None:
+        """Apply the records of changelog ``segment`` in order, in batches of at most
+        ``max_pending_writes`` records (not logged again)."""
+        db = self._require_open()
+        batch, count = WriteBatch(raw_mode=True), 0
+        try:
+            for operation, key, value in read_segment(segment):
+                if operation is Op.DELETE_RANGE:
+                    db.write(batch)
+                    batch, count = WriteBatch(raw_mode=True), 0
+                    assert value is not None
+                    db.delete_range(key, value)
+                    continue
+                if operation is Op.PUT:
+                    batch.put(key, value)
+                else:
+                    batch.delete(key)
+                count += 1
+                if count >= self._options.max_pending_writes:
+                    db.write(batch)
+                    batch, count = WriteBatch(raw_mode=True), 0
+            db.write(batch)
+        except ChangelogFormatError:
+            raise
+        except Exception as exc:
+            raise StateIOError("changelog replay", segment, str(exc)) from exc
 
     def _check_schema_version(self) -> None:
         raw = self._metadata.get(codec.SCHEMA_VERSION_KEY)
