@@ -156,7 +156,7 @@ async def test_a_full_checkpoint_holds_its_own_copies_and_the_chain_goes_on(
     tmp_path: Path,
 ) -> None:
     storage = open_storage(tmp_path / "storage")
-    job = _Job(tmp_path / "job", storage)
+    job = _Job(tmp_path / "job", storage, ratio=100.0)  # one materialization, at 1
     job.write(500)
     await job.checkpoint(1)
     await job.settle()
