@@ -154,14 +154,16 @@ class RocksDBStateStore:
         """Open a new database at ``into_dir`` from the files of checkpoint folder ``from_dir``.
 
         1. link or copy the RocksDB files:
-           :func:`~operators.state.local_checkpoint.materialize_checkpoint`; a folder of
-           changelog segments alone (nothing materialized yet) starts from a new database;
+           :func:`~operators.state.local_checkpoint.materialize_checkpoint`; with the changelog,
+           a folder of segments alone, or an empty one (nothing materialized yet, nothing
+           written) starts from a new database;
         2. :meth:`open` ``into_dir``, which checks ``schema_version``;
         3. replay the changelog segments of ``from_dir`` in name order (none without the
            changelog); a damaged segment raises :class:`ChangelogFormatError`.
         """
-        segments = sorted(p for p in from_dir.iterdir() if classify(p.name) is FileKind.CHANGELOG)
-        if not segments or (from_dir / "CURRENT").exists():
+        names = [p.name for p in from_dir.iterdir()] if from_dir.is_dir() else ["?"]
+        segments = sorted(from_dir / n for n in names if classify(n) is FileKind.CHANGELOG)
+        if len(segments) < len(names):  # RocksDB's files, or something a restore refuses
             materialize_checkpoint(from_dir, into_dir)
         store = cls.open(into_dir, options=options)
         try:

@@ -93,6 +93,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="/healthz on the metrics port answers 503 once the worker's event loop has not "
         "turned for this long (default 30)",
     )
+    _add_state_changelog(worker)
     worker.set_defaults(run=_worker)
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
@@ -109,7 +110,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "on N+i (default 8470: workers on 8471, 8472, ...; 0: any free port for each)",
     )
     _add_restore(up)
+    _add_state_changelog(up)
     up.set_defaults(run=_up)
+
+
+def _add_state_changelog(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-changelog",
+        action="store_true",
+        help="checkpoint state as a changelog of each interval's writes, with RocksDB's files "
+        "uploaded in the background now and then: smaller, steadier checkpoints, longer "
+        "restores (docs/architecture.md, 'State changelog')",
+    )
 
 
 def _add_restore(parser: argparse.ArgumentParser) -> None:
@@ -261,6 +273,7 @@ async def _serve_coordinator(
 def _worker(args: argparse.Namespace) -> int:
     from operators.runtime.loop_health import LoopHealth
     from operators.runtime.metrics_server import MetricsServer
+    from operators.runtime.subtask import SubtaskSettings
     from operators.runtime.worker import Worker
     from operators.storage import open_storage
     from sluicegate.cli.loader import load_graph
@@ -277,6 +290,7 @@ def _worker(args: argparse.Namespace) -> int:
         storage=open_storage(settings.storage_url),
         work_dir=settings.state_dir / args.worker_id,
         retire_seconds=args.retire_seconds,
+        subtask_settings=SubtaskSettings(state_changelog=args.state_changelog),
     )
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     health = LoopHealth(stale_after_seconds=args.health_stale_seconds)
@@ -315,7 +329,8 @@ def _up(args: argparse.Namespace) -> int:
         *(
             Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,
                                   "--worker-id", f"worker-{i}", "--slots", str(args.slots),
-                                  "--metrics-port", str(base + i if base else 0)],
+                                  "--metrics-port", str(base + i if base else 0),
+                                  *(["--state-changelog"] if args.state_changelog else [])],
                   restart=True)
             for i in range(1, args.workers + 1)
         ),

@@ -11,6 +11,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from operators.runtime.manifest import ManifestStore
 from operators.runtime.topics import ensure_topics
 from operators.storage import open_storage
@@ -60,19 +62,26 @@ async def wait_for_checkpoint_in_flight(cluster: Cluster, storage_dir: Path) -> 
     await wait_for(in_flight, timeout_s=60, interval_s=0.005, what="a checkpoint in flight")
 
 
-async def assert_every_manifest_whole(storage_dir: Path) -> None:
-    """Every visible manifest parses, and every file it names is stored with its size."""
+async def assert_every_manifest_whole(storage_dir: Path) -> int:
+    """Every visible manifest parses, and every file it names is stored with its size; returns
+    how many changelog segments they name."""
     manifests = ManifestStore(open_storage(storage_dir))
+    segments = 0
     for n in await manifests.completed():
         manifest = await manifests.load(n)
         for snapshot in manifest.subtasks.values():
-            for f in snapshot.handle.files:
+            for f in snapshot.handle.all_files:
                 assert (storage_dir / f.path).stat().st_size == f.size, (n, f.path)
+            segments += len(snapshot.handle.changelog)
+    return segments
 
 
+@pytest.mark.parametrize("changelog", [False, True], ids=["rocksdb-files", "state-changelog"])
 async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
-    kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster]
+    kafka_bootstrap: str, tmp_path: Path, cluster_factory: list[Cluster], changelog: bool
 ) -> None:
+    """With the state changelog, the workers' checkpoints are segments replayed onto bases
+    materialized in the background: the kills land amid both."""
     rng = random.Random(7)
     tag = uuid.uuid4().hex[:8]
     graph = word_count(tag)
@@ -82,8 +91,13 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
     cluster_factory.append(cluster)
     storage = tmp_path / "storage"
+    worker_args = ("--state-changelog",) if changelog else ()
+
+    def start(name: str) -> None:
+        cluster.start(name, *(() if name == "coordinator" else worker_args))
+
     for name in ("coordinator", "w1", "w2"):
-        cluster.start(name)
+        start(name)
 
     victims = [rng.choice(["w1", "w2", "w1", "w2", "coordinator"]) for _ in range(CHAOS_KILLS)]
     victims[len(victims) // 2] = "coordinator"  # at least once, mid-checkpoint
@@ -94,7 +108,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
         if victim == "coordinator":
             await wait_for_checkpoint_in_flight(cluster, storage)
         cluster.kill(victim)
-        cluster.start(victim)
+        start(victim)
 
     total = sum(expected.values())
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=240)
@@ -108,7 +122,8 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     # between a completion and its retention would see one more.
     await asyncio.to_thread(cluster.stop_job)
     assert len(await ManifestStore(open_storage(storage)).completed()) <= 4
-    await assert_every_manifest_whole(storage)
+    segments = await assert_every_manifest_whole(storage)
+    assert (segments > 0) is changelog
 
 
 async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(

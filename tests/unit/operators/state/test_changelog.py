@@ -144,3 +144,10 @@ def test_a_damaged_segment_fails_the_restore(tmp_path: Path) -> None:
     (folder / segment_name(1)).write_bytes(b"SGCL\x01\x07")
     with pytest.raises(ChangelogFormatError):
         RocksDBStateStore.restore(folder, tmp_path / "restored")
+
+
+def test_an_empty_folder_restores_a_new_database(tmp_path: Path) -> None:
+    """With the changelog, a subtask that never wrote a row checkpoints no file at all."""
+    (tmp_path / "from").mkdir()
+    with RocksDBStateStore.restore(tmp_path / "from", tmp_path / "restored") as restored:
+        assert restored.partitions() == []

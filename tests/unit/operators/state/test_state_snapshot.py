@@ -201,9 +201,12 @@ def test_restore_copies_when_hard_links_fail(
 
 
 def test_restore_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
+    """(An empty folder is a new database: with the state changelog, a subtask that never
+    wrote checkpoints no file; ``test_changelog.py``.)"""
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "000012.sst").write_bytes(b"")
     with pytest.raises(RestoreSourceError, match="CURRENT"):
-        RocksDBStateStore.restore(tmp_path / "empty", tmp_path / "restored")
+        RocksDBStateStore.restore(tmp_path / "other", tmp_path / "restored")
 
 
 def test_restore_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
