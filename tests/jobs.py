@@ -19,6 +19,7 @@ from coordinator.savepoints.view import CoordinatorSavepoints
 from coordinator.service import Coordinator
 from coordinator.status import CoordinatorStatus
 from operators.graph import JobGraph
+from operators.runtime.subtask import SubtaskSettings
 from operators.runtime.worker import Worker
 from operators.storage import Storage
 
@@ -32,12 +33,18 @@ class Job:
 
 @asynccontextmanager
 async def running(
-    graph: JobGraph, storage: Storage, bootstrap: str, work_dir: Path, **options: object
+    graph: JobGraph,
+    storage: Storage,
+    bootstrap: str,
+    work_dir: Path,
+    subtask_settings: SubtaskSettings | None = None,
+    **options: object,
 ) -> AsyncIterator[Job]:
     """A worker, a coordinator and its HTTP API (with the savepoint routes) in this loop."""
     settings = CoordinatorOptions(interval_seconds=0.5, heartbeat_timeout_seconds=5, **options)  # type: ignore[arg-type]
     worker = Worker(graph, worker_id="w1", slots=6, bootstrap=bootstrap, storage=storage,
-                    work_dir=work_dir, heartbeat_seconds=0.3)  # fmt: skip
+                    work_dir=work_dir, heartbeat_seconds=0.3,
+                    subtask_settings=subtask_settings)  # fmt: skip
     coordinator = Coordinator(graph, bootstrap=bootstrap, storage=storage, settings=settings)
     app = create_app(CoordinatorStatus(coordinator), CollectorRegistry())
     app.include_router(savepoints_router(CoordinatorSavepoints(coordinator)))

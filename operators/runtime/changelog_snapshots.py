@@ -168,6 +168,12 @@ class ChangelogSnapshots:
         sent = sum(result.uploaded_bytes for _, result in uploads)
         return UploadResult(make_handle(inventory, files, uploaded_bytes=sent), _since(started))
 
+    async def materialization(self) -> None:
+        """Wait until the materialization running, if any, has ended (it is adopted at the
+        next checkpoint); for tests and benchmarks."""
+        if self._materializing is not None:
+            await asyncio.wait([self._materializing])
+
     async def close(self) -> None:
         """Stop a materialization still running and close the interval's segment."""
         if self._materializing is not None:

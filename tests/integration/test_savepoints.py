@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from coordinator.httpapi.client import CoordinatorClient
 from coordinator.metrics import CoordinatorCollector
 from operators.runtime.manifest import ManifestStore
+from operators.runtime.subtask import SubtaskSettings
 from operators.runtime.topics import ensure_topics
 from operators.savepoints.store import SavepointStore
 from operators.storage import open_storage
@@ -33,11 +34,20 @@ def lines(rng: random.Random, n: int) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=rng.randint(1, 3))) for _ in range(n)]
 
 
+CHANGELOG = pytest.mark.parametrize(
+    "settings",
+    [SubtaskSettings(), SubtaskSettings(state_changelog=True)],
+    ids=["rocksdb-files", "state-changelog"],
+)
+
+
+@CHANGELOG
 async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
     kafka_bootstrap: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    settings: SubtaskSettings,
 ) -> None:
     rng = random.Random(14)
     tag = uuid.uuid4().hex[:8]
@@ -57,7 +67,7 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
         assert_counted_exactly_once(records, expected)
 
     # 1. parallelism 2: count, then stop-with-savepoint (CLI) while input is still arriving
-    async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "w2") as job:
+    async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "w2", settings) as job:
         await produce(800)
         await everything_counted_once()
         await produce(800)
@@ -77,7 +87,7 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
 
     # 2. parallelism 3 (counter) from the savepoint; more input
     graph3 = word_count(tag, counters=3)
-    async with running(graph3, storage, kafka_bootstrap, tmp_path / "w3",
+    async with running(graph3, storage, kafka_bootstrap, tmp_path / "w3", settings,
                        from_savepoint="before-3") as job:  # fmt: skip
         assign = await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
         assert assign.restore_from is not None
@@ -98,7 +108,7 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
 
     # 3. parallelism 1 everywhere from the second savepoint
     graph1 = word_count(tag, counters=1, tokenizers=1)
-    async with running(graph1, storage, kafka_bootstrap, tmp_path / "w1",
+    async with running(graph1, storage, kafka_bootstrap, tmp_path / "w1", settings,
                        from_savepoint="before-1") as job:  # fmt: skip
         await produce(600)
         await everything_counted_once()
@@ -198,8 +208,9 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
         assert "savepoint list" in job.coordinator.failure.reason
 
 
+@CHANGELOG
 async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_gone(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, settings: SubtaskSettings
 ) -> None:
     rng = random.Random(8)
     tag = uuid.uuid4().hex[:8]
@@ -209,7 +220,7 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     produced = lines(rng, 600)
     await produce_lines(kafka_bootstrap, f"lines-{tag}", produced)
     expected = Counter(w for line in produced for w in line.split())
-    async with running(graph, storage, kafka_bootstrap, tmp_path / "a",
+    async with running(graph, storage, kafka_bootstrap, tmp_path / "a", settings,
                        full_checkpoint_every=2) as job:  # fmt: skip
         await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         await wait_for(lambda: job.coordinator.stats.completed >= 4, timeout_s=30, what="4 done")
@@ -219,10 +230,12 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     retained = await manifests.retained()
     assert {m.checkpoint_id % 2 == 0 for m in retained if m.is_full} == {True}
     assert any(not m.is_full for m in retained)
+    segments = [s.handle.changelog for m in retained for s in m.subtasks.values()]
+    assert any(segments) is settings.state_changelog
     newest_full = max(m.checkpoint_id for m in retained if m.is_full)
     for path in await storage.list("shared"):  # every shared file lost
         await storage.delete(path)
-    async with running(graph, storage, kafka_bootstrap, tmp_path / "b") as job:
+    async with running(graph, storage, kafka_bootstrap, tmp_path / "b", settings) as job:
         assign = await wait_for(
             lambda: (
                 job.coordinator.assign

@@ -163,6 +163,25 @@ def test_plan_keeps_the_newest_and_deletes_files_only_dropped_ones_reference() -
     # 3 and 11 are referenced by dropped and kept checkpoints alike: reference counted, kept.
 
 
+def test_changelog_segments_are_reference_counted_like_files() -> None:
+    """With the state changelog, consecutive checkpoints name the same segments."""
+
+    def with_segments(n: int, numbers: list[int]) -> CheckpointManifest:
+        plain = manifest(n, {"a#0": []})
+        segments = tuple(
+            SnapshotFile(name=f"changelog-{i:012d}", path=path(i), size=size_of(i), sha256=sha(i))
+            for i in numbers
+        )
+        snapshot = plain.subtasks["a#0"]
+        handle = snapshot.handle.model_copy(update={"changelog": segments})
+        subtasks = {"a#0": snapshot.model_copy(update={"handle": handle})}
+        return plain.model_copy(update={"subtasks": subtasks})
+
+    manifests = [with_segments(1, [1]), with_segments(2, [1, 2]), with_segments(3, [2, 3])]
+    plan = plan_retention(manifests, keep=1)
+    assert plan.delete_files == (path(1),)
+
+
 def test_plan_with_fewer_checkpoints_than_keep_deletes_nothing() -> None:
     manifests = [manifest(n, HISTORY[n]) for n in (1, 2)]
     assert plan_retention(manifests) == RetentionPlan((1, 2), (), ())

@@ -4,7 +4,6 @@ full checkpoints and restores in between."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from pathlib import Path
@@ -58,9 +57,7 @@ class _Job:
 
     async def settle(self) -> None:
         """Let a materialization running in the background finish."""
-        task = self.snapshots._materializing
-        if task is not None:
-            await asyncio.wait([task])
+        await self.snapshots.materialization()
 
     async def close(self) -> None:
         await self.snapshots.close()
