@@ -5,18 +5,19 @@ Several subtasks of one worker share a `SubtaskMetrics`; each binds its labels o
 process-local: a worker that restarts starts its counters from zero (Prometheus' ``rate`` and
 ``increase`` handle the reset).
 
-=========================================  =========  ===========================================
-name                                       type       labels
-=========================================  =========  ===========================================
-``sluicegate_records_in_total``            counter    pipeline, operator, subtask
-``sluicegate_records_out_total``           counter    pipeline, operator, subtask
-``sluicegate_dead_letters_total``          counter    pipeline, operator, subtask
-``sluicegate_barrier_buffered_records``    gauge      pipeline, operator, subtask
-``sluicegate_consumer_lag_records``        gauge      pipeline, operator, subtask, topic,
-                                                      partition
-``sluicegate_restore_duration_seconds``    histogram  pipeline, operator
-``sluicegate_subtask_checkpoint_seconds``  histogram  pipeline, operator, phase
-=========================================  =========  ===========================================
+=============================================  =========  ===================================
+name                                           type       labels
+=============================================  =========  ===================================
+``sluicegate_records_in_total``                counter    pipeline, operator, subtask
+``sluicegate_records_out_total``               counter    pipeline, operator, subtask
+``sluicegate_dead_letters_total``              counter    pipeline, operator, subtask
+``sluicegate_state_materialized_bytes_total``  counter    pipeline, operator, subtask
+``sluicegate_barrier_buffered_records``        gauge      pipeline, operator, subtask
+``sluicegate_consumer_lag_records``            gauge      pipeline, operator, subtask, topic,
+                                                          partition
+``sluicegate_restore_duration_seconds``        histogram  pipeline, operator
+``sluicegate_subtask_checkpoint_seconds``      histogram  pipeline, operator, phase
+=============================================  =========  ===================================
 
 ``operator`` is the operator's uid, ``subtask`` is ``uid#index``, ``phase`` is one of
 `CHECKPOINT_PHASES`. The gauges of a subtask are removed when it closes, so a worker does not
@@ -149,6 +150,12 @@ class SubtaskMetrics:
             buckets=RESTORE_SECONDS_BUCKETS,
             registry=registry,
         )
+        self.materialized_bytes = Counter(
+            "sluicegate_state_materialized_bytes_total",
+            "Bytes the state changelog's materializations uploaded, beside the checkpoints'",
+            _LABELS,
+            registry=registry,
+        )
         self.checkpoint_seconds = Histogram(
             "sluicegate_subtask_checkpoint_seconds",
             "Per subtask ack: seconds of each checkpoint phase (alignment, sync, async)",
@@ -202,6 +209,7 @@ class SubtaskInstruments:
         self.records_in = metrics.records_in.labels(*self._labels)
         self.records_out = metrics.records_out.labels(*self._labels)
         self.dead_letters = metrics.dead_letters.labels(*self._labels)
+        self.materialized_bytes = metrics.materialized_bytes.labels(*self._labels)
         self._buffered = metrics.barrier_buffered.labels(*self._labels)
         self._restore = metrics.restore_duration.labels(pipeline, operator)
         self._phases = {

@@ -72,6 +72,7 @@ _WORKER = {
     "sluicegate_records_in_total",
     "sluicegate_records_out_total",
     "sluicegate_dead_letters_total",
+    "sluicegate_state_materialized_bytes_total",
     "sluicegate_barrier_buffered_records",
     "sluicegate_consumer_lag_records",  # topic, partition
     *_histogram("sluicegate_restore_duration_seconds"),

@@ -11,8 +11,9 @@ The synchronous phase (:meth:`ChangelogSnapshots.take`), with the subtask's loop
 
 1. apply the pending writes, which logs the interval's last ones, and seal the segment;
 2. if a materialization finished uploading, adopt it as the base: the segments it holds leave
-   the chain, and the next upload checks that every base file is still in storage (an orphan
-   audit may have deleted files no manifest named yet: docs in :mod:`coordinator.retention`);
+   the chain, and the next upload checks that every file it names is still in storage (an
+   orphan audit may have deleted files no manifest named yet: docs in
+   :mod:`coordinator.retention`; the same check follows a restore);
 3. if the chain has grown to ``materialize_ratio`` of the base (or to `MAX_SEGMENTS`), and no
    materialization runs: flush the memtable and take a RocksDB checkpoint (the native sync
    phase), and upload its new files in a background task;
@@ -31,6 +32,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +93,16 @@ class ChangelogSnapshots:
     the module docstring. ``root`` is the subtask's local checkpoints folder."""
 
     def __init__(
-        self, storage: Storage, root: Path, *, materialize_ratio: float = MATERIALIZE_RATIO
+        self,
+        storage: Storage,
+        root: Path,
+        *,
+        materialize_ratio: float = MATERIALIZE_RATIO,
+        on_materialized: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_materialized``: told the bytes each materialization uploaded (a metric)."""
         self._storage = storage
+        self._on_materialized = on_materialized
         self._root = root
         self._ratio = materialize_ratio
         self._materialized = root / "materialized"
@@ -104,12 +113,14 @@ class ChangelogSnapshots:
         self.uploaded: dict[SstKey, str] = {}
         """SSTs of this database lifetime that storage holds (the materializations')."""
         self._base = _NO_BASE
-        self._base_checked = True
-        """Whether every file of the base is known to be in storage."""
+        self._checked = True
+        """Whether every file the next checkpoint names, but does not upload, is known to be in
+        storage (False after an adoption or a restore: the next upload checks them all)."""
         self._chain: list[Path] = []
         self._stored: dict[str, SnapshotFile] = {}
         """Segments of the chain that storage holds, by name."""
         self._materializing: asyncio.Task[_Base] | None = None
+        self._materializing_dir: Path | None = None
         self.materialized_bytes = 0
         """Bytes the materializations uploaded (beside the checkpoints' own)."""
 
@@ -142,6 +153,7 @@ class ChangelogSnapshots:
                 checkpoint_id, self._materialized, uploaded=self.uploaded
             )
             self._materializing = asyncio.create_task(self._materialize(local))
+            self._materializing_dir = local.directory
         local = self._link(checkpoint_id)
         elapsed = time.perf_counter() - started
         inventory = local.inventory.model_copy(update={"sync_duration_seconds": elapsed})
@@ -157,13 +169,12 @@ class ChangelogSnapshots:
         )
         if full:
             return await upload_full(self._storage, local.directory, inventory, started)
-        base = {f.name for f in self._base.files}
-        puts = [f for f in inventory.files if f.new or (f.name in base and not self._base_checked)]
+        puts = [f for f in inventory.files if f.new or not self._checked]
         uploads = await put_all(self._storage, SHARED, local.directory, puts)
         for entry, _ in uploads:
             if entry.kind is FileKind.CHANGELOG:
                 self._stored[entry.name] = _stored_file(entry)
-        self._base_checked = True
+        self._checked = True
         files = [_stored_file(f) for f in inventory.files]
         sent = sum(result.uploaded_bytes for _, result in uploads)
         return UploadResult(make_handle(inventory, files, uploaded_bytes=sent), _since(started))
@@ -194,10 +205,10 @@ class ChangelogSnapshots:
         self._base = _Base(after=-1, directory=directory, files=handle.files)
         _link_all(restored.folder, self._segments, [f.name for f in handle.changelog])
         self._chain = [self._segments / f.name for f in handle.changelog]
-        # A full checkpoint's files are its own (not in shared/), and an old checkpoint's
-        # shared files may be deleted with it: the first upload checks or sends them all.
-        self._stored = {f.name: f for f in handle.changelog if f.path == f"{SHARED}/{f.sha256}"}
-        self._base_checked = False
+        # A full checkpoint's files are its own, not in shared/: the first upload checks or
+        # sends every file.
+        self._stored = {f.name: f for f in handle.changelog}
+        self._checked = False
 
     def _due(self) -> bool:
         chain_bytes = sum(p.stat().st_size for p in self._chain)
@@ -215,7 +226,10 @@ class ChangelogSnapshots:
             *await put_all(self._storage, SHARED, local.directory, rest),
         ]
         self.uploaded.update(inventory.sst_checksums())
-        self.materialized_bytes += sum(result.uploaded_bytes for _, result in uploads)
+        sent = sum(result.uploaded_bytes for _, result in uploads)
+        self.materialized_bytes += sent
+        if self._on_materialized is not None:
+            self._on_materialized(sent)
         files = tuple(_stored_file(f) for f in inventory.files)
         return _Base(local.inventory.checkpoint_id, local.directory, files)
 
@@ -229,8 +243,10 @@ class ChangelogSnapshots:
             base = task.result()
         except (StorageError, OSError) as exc:  # storage may be back by the next one
             logger.warning("state materialization failed, retried later: %s", exc)
+            if self._materializing_dir is not None:
+                shutil.rmtree(self._materializing_dir, ignore_errors=True)
             return
-        old, self._base, self._base_checked = self._base, base, False
+        old, self._base, self._checked = self._base, base, False
         if old.directory is not None:
             shutil.rmtree(old.directory, ignore_errors=True)
         kept = []

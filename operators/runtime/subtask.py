@@ -151,7 +151,9 @@ class Subtask:
         self._settings = settings or SubtaskSettings()
         self._storage = storage
         self._snapshots: Snapshots = (
-            ChangelogSnapshots(storage, self._checkpoints_dir)
+            ChangelogSnapshots(
+                storage, self._checkpoints_dir, on_materialized=self._metrics.materialized_bytes.inc
+            )
             if self._settings.state_changelog
             else SnapshotStore(storage, uploaded=sst_checksums(restore.handle) if restore else None)
         )

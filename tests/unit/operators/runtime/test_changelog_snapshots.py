@@ -126,6 +126,29 @@ async def test_a_failed_upload_is_sent_by_the_next_checkpoint(tmp_path: Path) ->
     assert await _restored_rows(failing, result.handle, tmp_path / "r") == job.rows
 
 
+async def test_a_failed_materialization_is_dropped_and_taken_again(tmp_path: Path) -> None:
+    failing = _FailingUploads(open_storage(tmp_path / "storage"))
+    job = _Job(tmp_path / "job", failing)
+    job.write(300)
+    failing.fail = True
+    with pytest.raises(StorageUnavailableError):
+        await job.checkpoint(1)  # declined; the materialization it started fails too
+    await job.settle()
+    failing.fail = False
+    job.write(300)
+    second = await job.checkpoint(2)  # drops the failed one, starts another
+    assert not (tmp_path / "job" / "cp" / "materialized" / "1").exists()
+    assert second.handle.files == ()
+    await job.settle()
+    job.write(300)
+    third = await job.checkpoint(3)  # adopts it
+    await job.close()
+    assert third.handle.files
+    assert [f.name for f in third.handle.changelog] == ["changelog-000000000003"]
+    assert await _restored_rows(failing, second.handle, tmp_path / "r2") != job.rows
+    assert await _restored_rows(failing, third.handle, tmp_path / "r3") == job.rows
+
+
 async def test_an_adopted_base_is_checked_in_storage_and_sent_again_if_gone(
     tmp_path: Path,
 ) -> None:
