@@ -43,6 +43,7 @@ from operators.runtime.state_transfer import (
     fetch,
     make_handle,
     put_all,
+    put_shared,
     sst_checksums,
     upload_full,
 )
@@ -219,19 +220,13 @@ class ChangelogSnapshots:
     async def _materialize(self, local: LocalCheckpoint) -> _Base:
         """Upload the RocksDB checkpoint ``local`` (SSTs first): the base of later checkpoints."""
         inventory = await asyncio.to_thread(local.inventory.with_checksums, local.directory)
-        ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
-        rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
-        uploads = [
-            *await put_all(self._storage, SHARED, local.directory, ssts),
-            *await put_all(self._storage, SHARED, local.directory, rest),
-        ]
+        files, sent = await put_shared(self._storage, local.directory, inventory)
         self.uploaded.update(inventory.sst_checksums())
-        sent = sum(result.uploaded_bytes for _, result in uploads)
         self.materialized_bytes += sent
         if self._on_materialized is not None:
             self._on_materialized(sent)
-        files = tuple(_stored_file(f) for f in inventory.files)
-        return _Base(local.inventory.checkpoint_id, local.directory, files)
+        ordered = tuple(sorted(files, key=lambda f: f.name))
+        return _Base(local.inventory.checkpoint_id, local.directory, ordered)
 
     def _adopt(self) -> None:
         """Make a finished materialization the base (step 2 of the module docstring)."""

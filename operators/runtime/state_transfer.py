@@ -55,6 +55,7 @@ __all__ = [
     "fetch",
     "make_handle",
     "put_all",
+    "put_shared",
     "sst_checksums",
     "upload_full",
 ]
@@ -126,27 +127,8 @@ class SnapshotStore:
         )
         if full:
             return await upload_full(self._storage, local.directory, inventory, started)
-        ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
-        rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
-        new_names = {f.name for f in (*ssts, *rest)}
-        uploads = [
-            *await put_all(self._storage, SHARED, local.directory, ssts),
-            *await put_all(self._storage, SHARED, local.directory, rest),  # after the SSTs
-        ]
-        files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
-        for entry in inventory.files:
-            if entry.name not in new_names:
-                assert entry.sha256 is not None  # known SSTs come with their checksum
-                files.append(
-                    SnapshotFile(
-                        name=entry.name,
-                        path=f"{SHARED}/{entry.sha256}",
-                        size=entry.size,
-                        sha256=entry.sha256,
-                    )
-                )
+        files, sent = await put_shared(self._storage, local.directory, inventory)
         self.uploaded.update(inventory.sst_checksums())
-        sent = sum(result.uploaded_bytes for _, result in uploads)
         handle = make_handle(inventory, files, uploaded_bytes=sent)
         return UploadResult(handle, time.perf_counter() - started)
 
@@ -170,6 +152,34 @@ class SnapshotStore:
 
     async def close(self) -> None:
         """Nothing runs in the background."""
+
+
+async def put_shared(
+    storage: Storage, directory: Path, inventory: CheckpointInventory
+) -> tuple[list[SnapshotFile], int]:
+    """Put the RocksDB checkpoint ``inventory`` (checksummed) under ``shared/``: its new SSTs,
+    then MANIFEST, CURRENT, OPTIONS and the rest (steps 2-3 of the module docstring). Returns
+    every file as stored, and the bytes sent."""
+    ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
+    rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
+    new_names = {f.name for f in (*ssts, *rest)}
+    uploads = [
+        *await put_all(storage, SHARED, directory, ssts),
+        *await put_all(storage, SHARED, directory, rest),  # after the SSTs
+    ]
+    files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
+    for entry in inventory.files:
+        if entry.name not in new_names:
+            assert entry.sha256 is not None  # known SSTs come with their checksum
+            files.append(
+                SnapshotFile(
+                    name=entry.name,
+                    path=f"{SHARED}/{entry.sha256}",
+                    size=entry.size,
+                    sha256=entry.sha256,
+                )
+            )
+    return files, sum(result.uploaded_bytes for _, result in uploads)
 
 
 async def upload_full(

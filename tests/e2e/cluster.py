@@ -69,9 +69,12 @@ class Cluster:
         bootstrap: str,
         slots: int = 2,
         env: dict[str, str] | None = None,
+        worker_args: Sequence[str] = (),
     ) -> None:
-        """``pipeline``: the source of a module that defines ``graph`` (written to tmp_path)."""
+        """``pipeline``: the source of a module that defines ``graph`` (written to tmp_path);
+        ``worker_args``: given to every worker (e.g. ``--state-changelog``)."""
         self.slots = slots
+        self.worker_args = tuple(worker_args)
         module = f"pipeline_{uuid.uuid4().hex[:8]}"
         (tmp_path / f"{module}.py").write_text(pipeline)
         self.spec = f"{module}:graph"
@@ -112,7 +115,8 @@ class Cluster:
             args = ["coordinator", "--interval", "0.5", "--heartbeat-timeout", "3"]
             args += ["--http-port", "0", *extra]
         else:
-            args = ["worker", "--worker-id", name, "--slots", str(self.slots), *extra]
+            args = ["worker", "--worker-id", name, "--slots", str(self.slots)]
+            args += [*self.worker_args, *extra]
         self.starts[name] += 1
         log = (self.logs / f"{name}.{self.starts[name]}.log").open("wb")
         self.processes[name] = subprocess.Popen(

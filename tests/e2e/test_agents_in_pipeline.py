@@ -21,13 +21,16 @@ import json
 import os
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
 from operators.runtime.readers import committed_from_start
 from operators.runtime.topics import dead_letter_topic
 from sluicegate.demos.triage import REFUND_WORDS
+from sluicegate.devkafka import DevBroker
 from tests.e2e.cluster import Cluster
 from tests.e2e.ledger import Ledger
 from tests.helpers import wait_for
@@ -45,15 +48,38 @@ def tickets() -> list[dict[str, str]]:
     return made
 
 
+@pytest.fixture(params=[False, True], ids=["rocksdb-files", "state-changelog"])
+async def changelog(
+    request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path: Path
+) -> AsyncIterator[tuple[bool, str]]:
+    """Whether the workers run with ``--state-changelog``, and the broker: the demo's topic
+    names are its own, so the second run gets a broker of its own."""
+    if not request.param:
+        yield False, kafka_bootstrap
+        return
+    broker = DevBroker(port=0, data_dir=tmp_path / "kafka")
+    await broker.start_async()
+    try:
+        yield True, broker.bootstrap
+    finally:
+        broker.stop()
+
+
 async def test_two_agents_and_two_operators_take_every_effect_once_across_sigkills(
-    kafka_bootstrap: str, tmp_path: Path, ledger: Ledger, cluster_factory: list[Cluster]
+    changelog: tuple[bool, str],
+    tmp_path: Path,
+    ledger: Ledger,
+    cluster_factory: list[Cluster],
 ) -> None:
+    """With and without the state changelog."""
+    state_changelog, kafka_bootstrap = changelog
     name = f"support-{uuid.uuid4().hex[:8]}"
     module = (
         "from sluicegate.demos.triage import support_pipeline\n"
         f"graph = support_pipeline({ledger.url!r}, name={name!r}, partitions={PARTITIONS})\n"
     )
-    cluster = Cluster(tmp_path, module, kafka_bootstrap, slots=8)  # one worker can host all
+    worker_args = ("--state-changelog",) if state_changelog else ()
+    cluster = Cluster(tmp_path, module, kafka_bootstrap, slots=8, worker_args=worker_args)
     cluster_factory.append(cluster)
     for process in ("coordinator", "w1", "w2"):
         cluster.start(process)

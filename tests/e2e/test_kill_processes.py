@@ -88,16 +88,12 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     await ensure_topics(kafka_bootstrap, graph)
     lines = [" ".join(rng.choices(VOCABULARY, k=rng.randint(1, 3))) for _ in range(CHAOS_LINES)]
     expected = Counter(w for line in lines for w in line.split())
-    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap)
+    worker_args = ("--state-changelog",) if changelog else ()
+    cluster = Cluster(tmp_path, word_count_module(tag), kafka_bootstrap, worker_args=worker_args)
     cluster_factory.append(cluster)
     storage = tmp_path / "storage"
-    worker_args = ("--state-changelog",) if changelog else ()
-
-    def start(name: str) -> None:
-        cluster.start(name, *(() if name == "coordinator" else worker_args))
-
     for name in ("coordinator", "w1", "w2"):
-        start(name)
+        cluster.start(name)
 
     victims = [rng.choice(["w1", "w2", "w1", "w2", "coordinator"]) for _ in range(CHAOS_KILLS)]
     victims[len(victims) // 2] = "coordinator"  # at least once, mid-checkpoint
@@ -108,7 +104,7 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
         if victim == "coordinator":
             await wait_for_checkpoint_in_flight(cluster, storage)
         cluster.kill(victim)
-        start(victim)
+        cluster.start(victim)
 
     total = sum(expected.values())
     records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=240)
