@@ -1,6 +1,6 @@
 """Word-count throughput on the real broker: checkpointing off vs every second, side by side.
 
-    uv run python -m bench.wordcount_throughput [--lines 50000] [--rounds 9]
+    uv run python -m bench.wordcount_throughput [--lines 50000] [--rounds 9] [--state-changelog]
 
 Both configurations do the same work with the same sink: an at-least-once sink, which
 publishes every count at once whether checkpoints run or not (an exactly-once sink publishes
@@ -14,7 +14,8 @@ shows the CPU seconds the process used in the same span (every thread, RocksDB's
 on a shared machine the wall-time ratio swings by tens of percent between rounds, the CPU
 ratio much less, so it tells whether a change in the wall-time ratio is the checkpoints' work
 or the neighbours'. Uses ``SLUICEGATE_KAFKA_BOOTSTRAP`` when set, else starts the development
-broker.
+broker. ``--state-changelog`` adds a third configuration to every round: checkpoints every
+second with the state changelog (architecture.md, "State changelog").
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from statistics import median
 from bench.table import report_table
 from coordinator.local import LocalJob
 from operators.runtime.readers import committed_from_start
+from operators.runtime.subtask import SubtaskSettings
 from operators.storage import open_storage
 from sluicegate.demos.wordcount import PARTITIONS, produce_lines, word_count
 from sluicegate.devkafka import DevBroker
@@ -39,11 +41,14 @@ from sluicegate.devkafka import DevBroker
 _WORDS = [f"w{i:03d}" for i in range(200)]
 
 
+_OFF, _ON, _CHANGELOG = "off", "every 1 s", "every 1 s, changelog"
+
+
 async def run_once(
-    bootstrap: str, lines: list[str], words: int, interval: float | None
+    bootstrap: str, lines: list[str], words: int, config: str
 ) -> tuple[float, float]:
-    """Seconds until every count of ``lines`` is visible in the sink (checkpoints every
-    ``interval``, or none), and the CPU seconds the process used meanwhile."""
+    """Seconds until every count of ``lines`` is visible in the sink (checkpoints as
+    ``config`` says), and the CPU seconds the process used meanwhile."""
     tag = uuid.uuid4().hex[:8]
     graph = word_count(tag, exactly_once=False)  # the same sink whether checkpoints run or not
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as root:
@@ -52,8 +57,9 @@ async def run_once(
             bootstrap=bootstrap,
             storage=open_storage(Path(root) / "storage"),
             work_dir=Path(root) / "work",
-            interval_seconds=interval or 1.0,
-            checkpointing=interval is not None,
+            interval_seconds=1.0,
+            checkpointing=config != _OFF,
+            subtask_settings=SubtaskSettings(state_changelog=config == _CHANGELOG),
         )
         await job.start()  # creates the topics
         async with committed_from_start(bootstrap, f"counts-{tag}", PARTITIONS) as sink:
@@ -69,8 +75,7 @@ async def run_once(
         await feeding
         completed = job.completed
         await job.crash()
-    print(f"  {'off' if interval is None else f'every {interval}s'}: {elapsed:.2f}s, "
-          f"{cpu:.2f} CPU s, {completed} checkpoints")  # fmt: skip
+    print(f"  {config}: {elapsed:.2f}s, {cpu:.2f} CPU s, {completed} checkpoints")
     return elapsed, cpu
 
 
@@ -81,49 +86,55 @@ async def feed(bootstrap: str, topic: str, lines: list[str], chunk: int = 1000) 
         await asyncio.sleep(0.1)
 
 
-async def bench(bootstrap: str, lines_count: int, rounds: int) -> None:
+async def bench(bootstrap: str, lines_count: int, rounds: int, changelog: bool) -> None:
     rng = random.Random(1)
     lines = [" ".join(rng.choices(_WORDS, k=rng.randint(1, 5))) for _ in range(lines_count)]
     words = sum(len(line.split()) for line in lines)
-    results: dict[str, list[float]] = {"off": [], "every 1 s": []}
-    cpu: dict[str, list[float]] = {"off": [], "every 1 s": []}
+    configs = [_OFF, _ON, _CHANGELOG] if changelog else [_OFF, _ON]
+    results: dict[str, list[float]] = {c: [] for c in configs}
+    cpu: dict[str, list[float]] = {c: [] for c in configs}
     for r in range(rounds):
-        order = [None, 1.0] if r % 2 == 0 else [1.0, None]
-        for interval in order:
-            seconds, cpu_seconds = await run_once(bootstrap, lines, words, interval)
-            results["off" if interval is None else "every 1 s"].append(seconds)
-            cpu["off" if interval is None else "every 1 s"].append(cpu_seconds)
-    ratios = [on / off for on, off in zip(results["every 1 s"], results["off"], strict=True)]
-    cpu_ratios = [on / off for on, off in zip(cpu["every 1 s"], cpu["off"], strict=True)]
+        for config in configs[r % len(configs) :] + configs[: r % len(configs)]:
+            seconds, cpu_seconds = await run_once(bootstrap, lines, words, config)
+            results[config].append(seconds)
+            cpu[config].append(cpu_seconds)
     rows = [
         (name, f"{lines_count:,}", f"{words:,}", f"{median(times):.2f}",
          f"{min(times):.2f}-{max(times):.2f}", f"{words / median(times):,.0f}",
          f"{median(cpu[name]):.2f}")
         for name, times in results.items()
     ]  # fmt: skip
+    notes = []
+    for config in configs[1:]:
+        ratios = [on / off for on, off in zip(results[config], results[_OFF], strict=True)]
+        cpu_ratios = [on / off for on, off in zip(cpu[config], cpu[_OFF], strict=True)]
+        notes += [
+            f"checkpointing {config} costs {median(ratios) - 1:+.1%} (median of {rounds} paired "
+            f"rounds; spread {min(ratios) - 1:+.1%} to {max(ratios) - 1:+.1%}; target: under "
+            f"5%); CPU seconds {median(cpu_ratios) - 1:+.1%} (spread "
+            f"{min(cpu_ratios) - 1:+.1%} to {max(cpu_ratios) - 1:+.1%})"
+        ]
     report_table(
         "wordcount_throughput",
         "Word count, one process: checkpointing off vs every second (same at-least-once sink)",
         ("checkpointing", "lines", "words", "median s", "spread s", "words/s", "CPU s"),
         rows,
-        [f"checkpointing every 1 s costs {median(ratios) - 1:+.1%} (median of {rounds} paired "
-         f"rounds; spread {min(ratios) - 1:+.1%} to {max(ratios) - 1:+.1%}; target: under 5%)",
-         f"CPU seconds: {median(cpu_ratios) - 1:+.1%} (median of the paired ratios; spread "
-         f"{min(cpu_ratios) - 1:+.1%} to {max(cpu_ratios) - 1:+.1%})"],
-    )  # fmt: skip
+        notes,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--state-changelog", action="store_true")
     args = parser.parse_args()
     given = os.environ.get("SLUICEGATE_KAFKA_BOOTSTRAP")
     if given:
-        asyncio.run(bench(given, args.lines, args.rounds))
+        asyncio.run(bench(given, args.lines, args.rounds, args.state_changelog))
         return
     with DevBroker(port=0) as broker:
-        asyncio.run(bench(broker.bootstrap, args.lines, args.rounds))
+        asyncio.run(bench(broker.bootstrap, args.lines, args.rounds, args.state_changelog))
 
 
 if __name__ == "__main__":
