@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -82,8 +82,11 @@ class ProcessCluster:
         args = ["coordinator", "--interval", str(interval), "--http-port", "0"]
         self._start("coordinator", [*args, "--heartbeat-timeout", str(heartbeat_timeout)])
 
-    def start_worker(self, worker_id: str, *, slots: int) -> subprocess.Popen[bytes]:
-        return self._start(worker_id, ["worker", "--worker-id", worker_id, "--slots", str(slots)])
+    def start_worker(
+        self, worker_id: str, *, slots: int, extra: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        args = ["worker", "--worker-id", worker_id, "--slots", str(slots), *extra]
+        return self._start(worker_id, args)
 
     def _start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         self._starts[name] += 1

@@ -1,6 +1,7 @@
 """Recovery time vs state size, local storage, with and without a local copy of the state.
 
     uv run python -m bench.recovery [--sizes-mb 10,100,1000] [--keys-per-record 1000]
+                                    [--state-changelog]
 
 The default takes about 2 minutes on 2 cores and needs about 4 GB of free disk in the
 temporary folder at 1 GB (the database, checkpoint storage and a downloaded copy).
@@ -26,12 +27,18 @@ from the restarted worker's log lines (ms resolution): ``assign`` (the worker go
 attempt), ``fetch`` (local copy linked, or every file downloaded and verified), ``open`` (RocksDB
 opened, producer and consumer started: "running at attempt"), then the first record. Also
 every restart waits the coordinator's restart delay (0.5 s). Prints a table; asserts nothing.
+
+``--state-changelog`` runs every case a second time with the worker's state changelog on
+(architecture.md, "State changelog"): the checkpoint restored then holds the writes since the
+last materialization as segments, replayed in ``open``; how many depends on when the
+background materialization finished (the "segments MB" column).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import tempfile
@@ -95,6 +102,8 @@ class Result:
     running_at: float | None
     first_record_at: float
     downloaded: bool
+    segment_bytes: int | None = None
+    """Of ``state_bytes``, the changelog segments the restore replayed (None: no changelog)."""
 
     def row(self) -> tuple[str, ...]:
         def span(a: float | None, b: float | None) -> str:
@@ -102,6 +111,7 @@ class Result:
 
         return (
             f"{self.state_bytes / 1e6:,.1f}",
+            "-" if self.segment_bytes is None else f"{self.segment_bytes / 1e6:,.1f}",
             "yes" if self.local else "no",
             span(self.killed_at, self.assigned_at),
             span(self.assigned_at, self.fetched_at),
@@ -112,7 +122,9 @@ class Result:
         )
 
 
-async def measure(bootstrap: str, size_mb: int, local: bool, keys_per_record: int) -> Result:
+async def measure(
+    bootstrap: str, size_mb: int, local: bool, keys_per_record: int, changelog: bool = False
+) -> Result:
     tag = uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         root = Path(tmp)
@@ -134,12 +146,13 @@ async def measure(bootstrap: str, size_mb: int, local: bool, keys_per_record: in
             expr = f"state_graph({tag!r}, {str(markers)!r})"
             with ProcessCluster(root, bootstrap, imports, expr) as cluster:
                 cluster.start_coordinator(interval=1.0, heartbeat_timeout=3.0)
-                cluster.start_worker("w1", slots=1)
+                extra = ["--state-changelog"] if changelog else []
+                cluster.start_worker("w1", slots=1, extra=extra)
                 manifest = await wait_for_full_state(cluster, source, last_offset)
                 killed_at = cluster.kill("w1")
                 await producer.send_and_wait(source, b"after-restore", partition=0)
                 worker_id = "w1" if local else "w2"
-                restarted = cluster.start_worker(worker_id, slots=1)
+                restarted = cluster.start_worker(worker_id, slots=1, extra=extra)
                 marker = markers / f"first-{restarted.pid}"
                 deadline = time.monotonic() + 600
                 while not marker.exists() or not marker.read_text():
@@ -151,7 +164,8 @@ async def measure(bootstrap: str, size_mb: int, local: bool, keys_per_record: in
                 log = cluster.log_paths[worker_id]
         finally:
             await producer.stop()
-        return _result(manifest, local, killed_at, first_record_at, log)
+        result = _result(manifest, local, killed_at, first_record_at, log)
+        return result if changelog else dataclasses.replace(result, segment_bytes=None)
 
 
 async def wait_for_full_state(
@@ -188,25 +202,31 @@ def _result(
             fetched, downloaded = at, True
         elif running is None and message.startswith(f"{SUBTASK} running at attempt"):
             running = at
+    segments = sum(f.size for f in manifest.subtasks[SUBTASK].handle.changelog)
     return Result(
-        manifest.full_bytes, local, killed_at, assigned, fetched, running, first_at, downloaded
-    )
+        manifest.full_bytes, local, killed_at, assigned, fetched, running, first_at, downloaded,
+        segments,
+    )  # fmt: skip
 
 
-async def bench(bootstrap: str, sizes_mb: list[int], keys_per_record: int) -> None:
+async def bench(bootstrap: str, sizes_mb: list[int], keys_per_record: int, changelog: bool) -> None:
     rows: list[tuple[str, ...]] = []
     for size_mb in sizes_mb:
         for local in (True, False):
-            started = time.monotonic()
-            result = await measure(bootstrap, size_mb, local, keys_per_record)
-            rows.append(result.row())
-            record("recovery", "restore", state_mb=result.state_bytes / 1e6, local=local,
-                   seconds=result.first_record_at - result.killed_at)  # fmt: skip
-            took = time.monotonic() - started
-            print(f"  {size_mb} MB, local copy {'yes' if local else 'no'}: run took {took:.0f}s")
+            for logged in (False, True) if changelog else (False,):
+                started = time.monotonic()
+                result = await measure(bootstrap, size_mb, local, keys_per_record, logged)
+                rows.append(result.row())
+                seconds = result.first_record_at - result.killed_at
+                if not logged:  # the plot: recovery vs state size, RocksDB's files
+                    mb = result.state_bytes / 1e6
+                    record("recovery", "restore", state_mb=mb, local=local, seconds=seconds)
+                took = time.monotonic() - started
+                print(f"  {size_mb} MB, local copy {'yes' if local else 'no'}, changelog "
+                      f"{'yes' if logged else 'no'}: run took {took:.0f}s")  # fmt: skip
     header = (
-        "state MB", "local copy", "kill→assign s", "fetch s", "open s", "→first record s",
-        "SIGKILL→first record s", "downloaded MB",
+        "state MB", "segments MB", "local copy", "kill→assign s", "fetch s", "open s",
+        "→first record s", "SIGKILL→first record s", "downloaded MB",
     )  # fmt: skip
     title = "Recovery: SIGKILL to the first record processed vs state size"
     report_table("recovery", title, header, rows)
@@ -216,11 +236,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", default="10,100,1000")
     parser.add_argument("--keys-per-record", type=int, default=1000)
+    parser.add_argument("--state-changelog", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes_mb.split(",")]
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # leader moves on new topics
     with kafka_bootstrap() as bootstrap:
-        asyncio.run(bench(bootstrap, sizes, args.keys_per_record))
+        asyncio.run(bench(bootstrap, sizes, args.keys_per_record, args.state_changelog))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from operators.protocol.messages import FromWorker, ToCoordinator, ToSubtask, ToWorker
+from operators.protocol.wire import decode_message, encode_message
 
 __all__ = [
     "ControlLink",
@@ -113,6 +114,15 @@ class CoordinatorLink(Protocol):
         ...
 
 
+def _over_the_wire(message: _M) -> _M:
+    """``message`` encoded and decoded as the Kafka control topics carry it, so that jobs in
+    one process exercise the wire format too. A message the decoder refuses raises here, in
+    the sender; over Kafka the receiver would skip it, and the job would wait for it."""
+    decoded = decode_message(encode_message(cast(FromWorker | ToWorker, message)))
+    assert type(decoded) is type(message), (decoded, message)
+    return cast(_M, decoded)
+
+
 async def _drain(queue: asyncio.Queue[_M], timeout_s: float) -> list[_M]:
     try:
         # Not wait_for: on 3.11 it can swallow a cancel that lands as a message arrives.
@@ -139,7 +149,7 @@ class _InMemoryWorkerEnd:
         self.bus.workers.remove(self.inbox)
 
     async def send(self, message: FromWorker) -> None:
-        self.bus.to_coordinator.put_nowait(message)
+        self.bus.to_coordinator.put_nowait(_over_the_wire(message))
 
     async def receive(self, timeout_s: float) -> list[ToWorker]:
         return await _drain(self.inbox, timeout_s)
@@ -156,6 +166,7 @@ class _InMemoryCoordinatorEnd:
         return None
 
     async def send(self, message: ToWorker) -> None:
+        message = _over_the_wire(message)
         for inbox in self.bus.workers:
             inbox.put_nowait(message)
 
@@ -167,7 +178,8 @@ class _InMemoryCoordinatorEnd:
 class InMemoryBus:
     """The control plane of a coordinator and workers in one process (`coordinator.local`).
 
-    Like the Kafka control topics, a worker hears only what is sent after it joined."""
+    Like the Kafka control topics, a worker hears only what is sent after it joined, and every
+    message goes through the wire format (:func:`_over_the_wire`)."""
 
     to_coordinator: asyncio.Queue[FromWorker] = field(default_factory=asyncio.Queue)
     workers: list[asyncio.Queue[ToWorker]] = field(default_factory=list)

@@ -19,6 +19,10 @@ remembered as uploaded, so the next incremental checkpoint puts them in ``shared
 A restore prefers the subtask's own local copy of the checkpoint folder (hard links, no
 download) when it still matches the handle, and otherwise downloads every file, verifying size
 and checksum.
+
+`SnapshotStore` is this for RocksDB's files; with the state changelog, a subtask uses
+:class:`~operators.runtime.changelog_snapshots.ChangelogSnapshots` instead, which shares the
+upload, handle and fetch functions here. Both are `Snapshots`.
 """
 
 from __future__ import annotations

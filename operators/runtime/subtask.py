@@ -483,7 +483,9 @@ class Subtask:
         assert self._store is not None
         assert self._producer is not None
         n = aligned.checkpoint_id
-        alignment_s = time.perf_counter() - (self._align_started or time.perf_counter())
+        # None: aligned by the barrier that started the alignment (one channel), no wait.
+        started = self._align_started
+        alignment_s = 0.0 if started is None else max(time.perf_counter() - started, 0.0)
         await self._calls.executor.drain()
         self._operator.on_snapshot(n)
         for sink in self._distinct_sinks:

@@ -62,18 +62,15 @@ async def wait_for_checkpoint_in_flight(cluster: Cluster, storage_dir: Path) -> 
     await wait_for(in_flight, timeout_s=60, interval_s=0.005, what="a checkpoint in flight")
 
 
-async def assert_every_manifest_whole(storage_dir: Path) -> int:
-    """Every visible manifest parses, and every file it names is stored with its size; returns
-    how many changelog segments they name."""
+async def assert_every_manifest_whole(storage_dir: Path) -> None:
+    """Every visible manifest parses, and every file it names (changelog segments included)
+    is stored with its size."""
     manifests = ManifestStore(open_storage(storage_dir))
-    segments = 0
     for n in await manifests.completed():
         manifest = await manifests.load(n)
         for snapshot in manifest.subtasks.values():
             for f in snapshot.handle.all_files:
                 assert (storage_dir / f.path).stat().st_size == f.size, (n, f.path)
-            segments += len(snapshot.handle.changelog)
-    return segments
 
 
 @pytest.mark.parametrize("changelog", [False, True], ids=["rocksdb-files", "state-changelog"])
@@ -118,8 +115,10 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
     # between a completion and its retention would see one more.
     await asyncio.to_thread(cluster.stop_job)
     assert len(await ManifestStore(open_storage(storage)).completed()) <= 4
-    segments = await assert_every_manifest_whole(storage)
-    assert (segments > 0) is changelog
+    await assert_every_manifest_whole(storage)
+    # (The kept manifests' chains may be empty by now: the input ran out and a
+    # materialization took them up.)
+    assert bool(list((tmp_path / "state").rglob("changelog"))) is changelog
 
 
 async def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(

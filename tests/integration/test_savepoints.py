@@ -230,8 +230,9 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     retained = await manifests.retained()
     assert {m.checkpoint_id % 2 == 0 for m in retained if m.is_full} == {True}
     assert any(not m.is_full for m in retained)
-    segments = [s.handle.changelog for m in retained for s in m.subtasks.values()]
-    assert any(segments) is settings.state_changelog
+    # (A chain may be empty by now: the input ran out and a materialization took it up.)
+    changelog_folders = list((tmp_path / "a").rglob("changelog"))
+    assert bool(changelog_folders) is settings.state_changelog
     newest_full = max(m.checkpoint_id for m in retained if m.is_full)
     for path in await storage.list("shared"):  # every shared file lost
         await storage.delete(path)
