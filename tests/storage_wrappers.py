@@ -6,7 +6,12 @@ from __future__ import annotations
 import builtins
 from pathlib import Path
 
-from operators.storage import ContentAddressedUpload, Storage, StoredFile
+from operators.storage import (
+    ContentAddressedUpload,
+    Storage,
+    StorageUnavailableError,
+    StoredFile,
+)
 
 
 class DelegatingStorage:
@@ -49,3 +54,16 @@ class DelegatingStorage:
 
     async def size(self, path: str) -> int:
         return await self.inner.size(path)
+
+
+class UploadsDown(DelegatingStorage):
+    """Content-addressed uploads fail while ``down`` (storage unreachable)."""
+
+    down = False
+
+    async def put_content_addressed(
+        self, prefix: str, local_path: Path, *, sha256: str | None = None
+    ) -> ContentAddressedUpload:
+        if self.down:
+            raise StorageUnavailableError("put", prefix, "storage is down")
+        return await super().put_content_addressed(prefix, local_path, sha256=sha256)

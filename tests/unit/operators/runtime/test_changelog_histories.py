@@ -18,9 +18,9 @@ from operators.protocol.messages import StateHandle
 from operators.runtime.changelog_snapshots import ChangelogSnapshots
 from operators.runtime.state_transfer import Restored, fetch
 from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import ContentAddressedUpload, StorageUnavailableError, open_storage
+from operators.storage import StorageUnavailableError, open_storage
 from operators.storage.layout import full_checkpoint_marker
-from tests.storage_wrappers import DelegatingStorage
+from tests.storage_wrappers import UploadsDown
 
 Rows = dict[bytes, bytes]
 
@@ -47,21 +47,10 @@ _STEPS = st.lists(
 )
 
 
-class _Switch(DelegatingStorage):
-    down = False
-
-    async def put_content_addressed(
-        self, prefix: str, local_path: Path, *, sha256: str | None = None
-    ) -> ContentAddressedUpload:
-        if self.down:
-            raise StorageUnavailableError("put", prefix, "down")
-        return await super().put_content_addressed(prefix, local_path, sha256=sha256)
-
-
 class _Subtask:
     """One subtask's state folder, store and changelog snapshots (on a worker at ``root``)."""
 
-    def __init__(self, root: Path, storage: _Switch) -> None:
+    def __init__(self, root: Path, storage: UploadsDown) -> None:
         self.root, self.storage = root, storage
         self.snapshots = ChangelogSnapshots(storage, root / "cp", materialize_ratio=0.3)
 
@@ -81,7 +70,7 @@ class _History:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.storage = _Switch(open_storage(root / "storage"))
+        self.storage = UploadsDown(open_storage(root / "storage"))
         self.workers = itertools.count()
         self.subtask = _Subtask(root / f"w{next(self.workers)}", self.storage)
         self.rows: Rows = {}

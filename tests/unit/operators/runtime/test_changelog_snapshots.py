@@ -15,13 +15,12 @@ from operators.runtime.changelog_snapshots import ChangelogSnapshots
 from operators.runtime.state_transfer import Restored, SnapshotStore, UploadResult, fetch
 from operators.state.rocksdb import RocksDBStateStore
 from operators.storage import (
-    ContentAddressedUpload,
     Storage,
     StorageUnavailableError,
     open_storage,
 )
 from operators.storage.layout import SHARED, full_checkpoint_marker
-from tests.storage_wrappers import DelegatingStorage
+from tests.storage_wrappers import UploadsDown
 
 Rows = dict[bytes, bytes]
 
@@ -107,15 +106,15 @@ async def test_a_checkpoint_uploads_its_segment_and_no_sst(tmp_path: Path) -> No
 
 
 async def test_a_failed_upload_is_sent_by_the_next_checkpoint(tmp_path: Path) -> None:
-    failing = _FailingUploads(open_storage(tmp_path / "storage"))
+    failing = UploadsDown(open_storage(tmp_path / "storage"))
     job = _Job(tmp_path / "job", failing, ratio=100.0)
     job.write(100)
     await job.checkpoint(1)
     job.write(100)
-    failing.fail = True
+    failing.down = True
     with pytest.raises(StorageUnavailableError):
         await job.checkpoint(2)  # declined
-    failing.fail = False
+    failing.down = False
     job.write(100)
     result = await job.checkpoint(3)
     await job.close()
@@ -127,14 +126,14 @@ async def test_a_failed_upload_is_sent_by_the_next_checkpoint(tmp_path: Path) ->
 
 
 async def test_a_failed_materialization_is_dropped_and_taken_again(tmp_path: Path) -> None:
-    failing = _FailingUploads(open_storage(tmp_path / "storage"))
+    failing = UploadsDown(open_storage(tmp_path / "storage"))
     job = _Job(tmp_path / "job", failing)
     job.write(300)
-    failing.fail = True
+    failing.down = True
     with pytest.raises(StorageUnavailableError):
         await job.checkpoint(1)  # declined; the materialization it started fails too
     await job.settle()
-    failing.fail = False
+    failing.down = False
     job.write(300)
     second = await job.checkpoint(2)  # drops the failed one, starts another
     assert not (tmp_path / "job" / "cp" / "materialized" / "1").exists()
@@ -270,14 +269,3 @@ def test_a_handle_mixing_segments_and_rocksdb_files_is_refused(
     }
     with pytest.raises(ValueError, match="changelog"):
         StateHandle.model_validate(data)
-
-
-class _FailingUploads(DelegatingStorage):
-    fail = False
-
-    async def put_content_addressed(
-        self, prefix: str, local_path: Path, *, sha256: str | None = None
-    ) -> ContentAddressedUpload:
-        if self.fail:
-            raise StorageUnavailableError("put", prefix, "storage is down")
-        return await super().put_content_addressed(prefix, local_path, sha256=sha256)
