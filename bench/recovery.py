@@ -10,9 +10,9 @@ Per state size and per case, on fresh topics and storage: a coordinator (checkpo
 second, heartbeat timeout 3 s) and one worker run as real processes; a pipeline of one keyed
 operator (parallelism 1, source of 1 partition) builds the state, each source record
 ``"<first> <count>"`` writing ``count`` keys of 1,000 random (incompressible) bytes. Once a
-completed checkpoint has consumed every build record (``R_p`` past the last one; its
-``full_bytes`` is the state size shown), the worker gets SIGKILL, one more record goes to the
-source, and a worker is started again:
+completed checkpoint has consumed every build record (``R_p`` past the last one), the worker
+gets SIGKILL, one more record goes to the source, and a worker is started again (the state
+size shown is the ``full_bytes`` of the checkpoint it restores):
 
 * **local copy: yes**: the same worker id, so the same state folder: restore hard-links the
   subtask's own local checkpoint;
@@ -41,6 +41,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -148,7 +149,7 @@ async def measure(
                 cluster.start_coordinator(interval=1.0, heartbeat_timeout=3.0)
                 extra = ["--state-changelog"] if changelog else []
                 cluster.start_worker("w1", slots=1, extra=extra)
-                manifest = await wait_for_full_state(cluster, source, last_offset)
+                await wait_for_full_state(cluster, source, last_offset)
                 killed_at = cluster.kill("w1")
                 await producer.send_and_wait(source, b"after-restore", partition=0)
                 worker_id = "w1" if local else "w2"
@@ -162,9 +163,12 @@ async def measure(
                     await asyncio.sleep(0.02)
                 first_record_at = float(marker.read_text())
                 log = cluster.log_paths[worker_id]
+                restored = await ManifestStore(open_storage(cluster.storage_dir)).load(
+                    _restored_id(log)
+                )
         finally:
             await producer.stop()
-        result = _result(manifest, local, killed_at, first_record_at, log)
+        result = _result(restored, local, killed_at, first_record_at, log)
         return result if changelog else dataclasses.replace(result, segment_bytes=None)
 
 
@@ -186,6 +190,14 @@ async def wait_for_full_state(
                 return manifest
         await asyncio.sleep(0.1)
     raise TimeoutError("no checkpoint with the full state within 30 minutes")
+
+
+def _restored_id(log: Path) -> int:
+    """The checkpoint the restarted worker restored (at least as new as the full state's)."""
+    for _, message in log_times(log):
+        if found := re.match(r"(?:restoring|downloaded) checkpoint (\d+)", message):
+            return int(found.group(1))
+    raise RuntimeError(f"no restore in {log}")
 
 
 def _result(
