@@ -74,6 +74,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="add the PodMonitor and PrometheusRule (Prometheus Operator)",
     )
+    render.add_argument(
+        "--state-changelog",
+        action="store_true",
+        help="workers checkpoint state as a changelog (worker --state-changelog)",
+    )
     render.add_argument("--output", "-o", type=Path, default=None, help="write here, not stdout")
     render.set_defaults(run=_render)
 
@@ -118,6 +123,7 @@ def _render(args: argparse.Namespace) -> int:
         kafka_sasl_mechanism=args.kafka_sasl_mechanism,
         kafka_tls_ca=args.kafka_tls_ca,
         monitoring=args.monitoring,
+        state_changelog=args.state_changelog,
     )
     text = to_yaml(render(options))
     if args.output is None:

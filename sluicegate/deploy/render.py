@@ -7,7 +7,8 @@
 2. the image of every ``sluicegate`` container;
 3. the ``sluicegate-config`` values: pipeline, Kafka bootstrap and security protocol,
    checkpoint storage, S3 region and endpoint;
-4. the workers StatefulSet's replicas and its workers' ``--slots``.
+4. the workers StatefulSet's replicas and its workers' ``--slots`` (and
+   ``--state-changelog``, with ``state_changelog``).
 
 The result is what ``kustomize build`` of such an overlay prints, minus the Secret, which a
 cluster gets from its secret store (docs/deploy.md).
@@ -72,6 +73,8 @@ class RenderOptions:
     instead of the system's."""
     monitoring: bool = False
     """Add the PodMonitor and PrometheusRule (needs the Prometheus Operator's CRDs)."""
+    state_changelog: bool = False
+    """Workers checkpoint their state as a changelog (``worker --state-changelog``)."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -127,7 +130,7 @@ def render(options: RenderOptions) -> list[Manifest]:
                 container["args"] = [
                     f"{_SLOTS_FLAG}{options.slots}" if arg.startswith(_SLOTS_FLAG) else arg
                     for arg in container["args"]
-                ]
+                ] + (["--state-changelog"] if options.state_changelog else [])
     return objects
 
 

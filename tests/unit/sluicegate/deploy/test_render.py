@@ -109,6 +109,18 @@ def test_the_command_sizes_the_workers_from_the_pipeline(
     assert {o["kind"] for o in yaml.safe_load_all(out)}.isdisjoint({"PodMonitor", "Secret"})
 
 
+def test_the_command_passes_the_state_changelog_to_the_workers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for flags, expected in (((), False), (("--state-changelog",), True)):
+        code, out, _ = _run(capsys, "--workers", "3", *flags)
+        assert code == 0
+        workers = find(list(yaml.safe_load_all(out)), "StatefulSet", "sluicegate-worker")
+        args = workers["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert ("--state-changelog" in args) is expected
+        assert _parser().parse_args(args).state_changelog is expected  # args start "worker"
+
+
 def test_the_command_refuses_too_few_slots_and_warns_of_no_spare(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
