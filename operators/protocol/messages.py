@@ -35,6 +35,7 @@ from pydantic import (
 from operators.protocol.channels import TopicPartition
 
 __all__ = [
+    "SEGMENT_NAME",
     "STATE_HANDLE_SCHEMA_VERSION",
     "Assign",
     "CheckpointAborted",
@@ -57,7 +58,9 @@ __all__ = [
 ]
 
 STATE_HANDLE_SCHEMA_VERSION = 1
-_SEGMENT = re.compile(r"^changelog-[0-9]{12}$")
+SEGMENT_NAME = re.compile(r"^changelog-([0-9]{12})$")
+"""A state changelog segment's file name; the group is its checkpoint id
+(`operators.state.changelog`)."""
 
 
 class SnapshotFile(BaseModel):
@@ -93,9 +96,9 @@ class StateHandle(BaseModel):
 
     @model_validator(mode="after")
     def _segments_apart(self) -> StateHandle:
-        if any(not _SEGMENT.match(f.name) for f in self.changelog):
+        if any(not SEGMENT_NAME.match(f.name) for f in self.changelog):
             raise ValueError("a changelog entry is not named changelog-<12 digits>")
-        if any(_SEGMENT.match(f.name) for f in self.files):
+        if any(SEGMENT_NAME.match(f.name) for f in self.files):
             raise ValueError("a RocksDB file is named like a changelog segment")
         return self
 

@@ -36,11 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.protocol.messages import SnapshotFile, StateHandle
+from operators.protocol.messages import SnapshotFile
 from operators.runtime.state_transfer import (
     Restored,
     UploadResult,
-    fetch,
     make_handle,
     put_all,
     put_shared,
@@ -121,7 +120,6 @@ class ChangelogSnapshots:
         self._stored: dict[str, SnapshotFile] = {}
         """Segments of the chain that storage holds, by name."""
         self._materializing: asyncio.Task[_Base] | None = None
-        self._materializing_dir: Path | None = None
         self.materialized_bytes = 0
         """Bytes the materializations uploaded (beside the checkpoints' own)."""
 
@@ -131,10 +129,6 @@ class ChangelogSnapshots:
         if restored is not None:
             self._continue(restored)
         store.changelog = self._writer
-
-    async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
-        """:func:`~operators.runtime.state_transfer.fetch`."""
-        return await fetch(self._storage, handle, local_root)
 
     async def take(
         self, store: RocksDBStateStore, checkpoint_id: int, root: Path
@@ -154,7 +148,6 @@ class ChangelogSnapshots:
                 checkpoint_id, self._materialized, uploaded=self.uploaded
             )
             self._materializing = asyncio.create_task(self._materialize(local))
-            self._materializing_dir = local.directory
         local = self._link(checkpoint_id)
         elapsed = time.perf_counter() - started
         inventory = local.inventory.model_copy(update={"sync_duration_seconds": elapsed})
@@ -178,7 +171,8 @@ class ChangelogSnapshots:
         self._checked = True
         files = [_stored_file(f) for f in inventory.files]
         sent = sum(result.uploaded_bytes for _, result in uploads)
-        return UploadResult(make_handle(inventory, files, uploaded_bytes=sent), _since(started))
+        handle = make_handle(inventory, files, uploaded_bytes=sent)
+        return UploadResult(handle, time.perf_counter() - started)
 
     async def materialization(self) -> None:
         """Wait until the materialization running, if any, has ended (it is adopted at the
@@ -218,9 +212,14 @@ class ChangelogSnapshots:
         return chain_bytes >= self._ratio * self._base.size or len(self._chain) >= MAX_SEGMENTS
 
     async def _materialize(self, local: LocalCheckpoint) -> _Base:
-        """Upload the RocksDB checkpoint ``local`` (SSTs first): the base of later checkpoints."""
-        inventory = await asyncio.to_thread(local.inventory.with_checksums, local.directory)
-        files, sent = await put_shared(self._storage, local.directory, inventory)
+        """Upload the RocksDB checkpoint ``local`` (SSTs first): the base of later checkpoints;
+        if that fails, its folder goes."""
+        try:
+            inventory = await asyncio.to_thread(local.inventory.with_checksums, local.directory)
+            files, sent = await put_shared(self._storage, local.directory, inventory)
+        except (StorageError, OSError):
+            shutil.rmtree(local.directory, ignore_errors=True)
+            raise
         self.uploaded.update(inventory.sst_checksums())
         self.materialized_bytes += sent
         if self._on_materialized is not None:
@@ -238,8 +237,6 @@ class ChangelogSnapshots:
             base = task.result()
         except (StorageError, OSError) as exc:  # storage may be back by the next one
             logger.warning("state materialization failed, retried later: %s", exc)
-            if self._materializing_dir is not None:
-                shutil.rmtree(self._materializing_dir, ignore_errors=True)
             return
         old, self._base, self._checked = self._base, base, False
         if old.directory is not None:
@@ -315,7 +312,3 @@ def _link_or_copy(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:
         shutil.copy2(source, target)  # cross-device or no link support
-
-
-def _since(started: float) -> float:
-    return time.perf_counter() - started

@@ -69,7 +69,7 @@ class SubtaskSnapshot(BaseModel):
         return cls(
             positions=positions,
             handle=ack.handle,
-            alignment_seconds=max(ack.alignment_seconds, 0.0),
+            alignment_seconds=ack.alignment_seconds,
             sync_seconds=ack.sync_seconds,
             async_seconds=ack.async_seconds,
         )

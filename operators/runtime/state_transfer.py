@@ -91,11 +91,7 @@ class Snapshots(Protocol):
         ...
 
     def attach(self, store: RocksDBStateStore, restored: Restored | None) -> None:
-        """``store`` was opened (new) or restored from ``restored``."""
-        ...
-
-    async def fetch(self, handle: StateHandle, local_root: Path) -> Path:
-        """A folder holding exactly the files of ``handle``."""
+        """``store`` was opened (new) or restored (:func:`fetch`) from ``restored``."""
         ...
 
     async def close(self) -> None:

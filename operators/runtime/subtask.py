@@ -79,7 +79,13 @@ from operators.runtime.exceptions import (
 from operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from operators.runtime.outputs import Outputs
 from operators.runtime.sinks import Sink, build_sinks
-from operators.runtime.state_transfer import Restored, Snapshots, SnapshotStore, sst_checksums
+from operators.runtime.state_transfer import (
+    Restored,
+    Snapshots,
+    SnapshotStore,
+    fetch,
+    sst_checksums,
+)
 from operators.runtime.wakes import poll_timeout_ms
 from operators.specs import TopicKind
 from operators.state.changelog import ChangelogFormatError
@@ -242,7 +248,7 @@ class Subtask:
             self._states.clear()
             return
         try:
-            source = await self._snapshots.fetch(self._restore.handle, self._checkpoints_dir)
+            source = await fetch(self._storage, self._restore.handle, self._checkpoints_dir)
         except CorruptFileError as exc:
             raise CorruptCheckpointError(self._restore.checkpoint_id, exc.path) from exc
         except NotFoundError as exc:
@@ -484,8 +490,8 @@ class Subtask:
         assert self._producer is not None
         n = aligned.checkpoint_id
         # None: aligned by the barrier that started the alignment (one channel), no wait.
-        started = self._align_started
-        alignment_s = 0.0 if started is None else max(time.perf_counter() - started, 0.0)
+        aligning = self._align_started
+        alignment_s = 0.0 if aligning is None else max(time.perf_counter() - aligning, 0.0)
         await self._calls.executor.drain()
         self._operator.on_snapshot(n)
         for sink in self._distinct_sinks:

@@ -29,10 +29,10 @@ from enum import IntEnum
 from pathlib import Path
 from typing import BinaryIO, Final, TypeAlias
 
+from operators.protocol.messages import SEGMENT_NAME
 from operators.state.exceptions import StateError, StateIOError
 
 __all__ = [
-    "SEGMENT_PREFIX",
     "ChangelogFormatError",
     "ChangelogWriter",
     "Op",
@@ -43,7 +43,7 @@ __all__ = [
     "segment_name",
 ]
 
-SEGMENT_PREFIX: Final = "changelog-"
+_PREFIX: Final = "changelog-"
 _HEADER: Final = b"SGCL\x01"
 _LENGTH = struct.Struct(">I")
 _BUFFER = 1 << 16
@@ -74,15 +74,13 @@ def segment_name(checkpoint_id: int) -> str:
     """The file name of the segment sealed at checkpoint ``checkpoint_id``."""
     if checkpoint_id < 0:
         raise ValueError(f"checkpoint_id must be >= 0, got {checkpoint_id}")
-    return f"{SEGMENT_PREFIX}{checkpoint_id:012d}"
+    return f"{_PREFIX}{checkpoint_id:012d}"
 
 
 def segment_checkpoint_id(name: str) -> int | None:
     """The checkpoint id in a segment's file name, or None if ``name`` is not one."""
-    digits = name.removeprefix(SEGMENT_PREFIX)
-    if digits == name or len(digits) != 12 or not digits.isdigit():
-        return None
-    return int(digits)
+    found = SEGMENT_NAME.match(name)
+    return int(found.group(1)) if found else None
 
 
 def encode_writes(writes: Iterable[Write], ranges: Iterable[RangeDelete] = ()) -> bytes:

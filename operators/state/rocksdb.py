@@ -161,10 +161,10 @@ class RocksDBStateStore:
         3. replay the changelog segments of ``from_dir`` in name order (none without the
            changelog); a damaged segment raises :class:`ChangelogFormatError`.
         """
-        names = [p.name for p in from_dir.iterdir()] if from_dir.is_dir() else ["?"]
-        segments = sorted(from_dir / n for n in names if classify(n) is FileKind.CHANGELOG)
-        if len(segments) < len(names):  # RocksDB's files, or something a restore refuses
-            materialize_checkpoint(from_dir, into_dir)
+        entries = list(from_dir.iterdir()) if from_dir.is_dir() else None
+        segments = sorted(p for p in entries or () if classify(p.name) is FileKind.CHANGELOG)
+        if entries is None or len(segments) < len(entries):  # RocksDB's files (or no folder)
+            materialize_checkpoint(from_dir, into_dir)  # which refuses what is not a checkpoint
         store = cls.open(into_dir, options=options)
         try:
             for segment in segments:
