@@ -34,23 +34,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 
-from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics, TaskFeed
-from agents.state_versions import run_state_versions
-from operators.contract import Operator
-from operators.exceptions import PipelineError
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.specs import OwnedTopic, TopicKind
+from sluicegate.agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics, TaskFeed
+from sluicegate.agents.state_versions import run_state_versions
+from sluicegate.operators.contract import Operator
+from sluicegate.operators.exceptions import PipelineError
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.specs import OwnedTopic, TopicKind
 
-__all__ = [
-    "JOURNAL_SUFFIX",
-    "ROUTER_SUFFIX",
-    "Agent",
-    "AgentTopics",
-    "TaskFeed",
-    "add_agent",
-    "agents_in",
-]
+__all__ = ["ROUTER_SUFFIX", "add_agent", "agents_in"]
 
 ROUTER_SUFFIX = ".router"
 
@@ -81,8 +73,8 @@ def add_agent(
     The router is one more subtask per ``router_parallelism`` for workers to host: size slots
     for ``parallelism + router_parallelism``. It only parses and re-keys records, so one
     subtask keeps up with far more tasks and decisions than agent runs can take."""
-    from agents.operator import AgentOperator
-    from agents.routing import RunRouter, routed_topic
+    from sluicegate.agents.operator import AgentOperator
+    from sluicegate.agents.routing import RunRouter, routed_topic
 
     names = topics or AgentTopics.named(agent.name)
     wanted = tuple(feeds) if feeds is not None else (TaskFeed(names.tasks),)

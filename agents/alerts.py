@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from agents.exceptions import AlertRefusedError, AlertUnavailableError
+from sluicegate.agents.exceptions import AlertRefusedError, AlertUnavailableError
 
 __all__ = ["IDEMPOTENCY_HEADER", "post_alert"]
 

@@ -25,17 +25,17 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.client import send_decision
-from agents.declaration import AgentTopics
-from agents.exceptions import (
+from sluicegate.agents.client import send_decision
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.exceptions import (
     DecisionRefusedError,
     EventsUnavailableError,
     RunNotWaitingError,
     UnknownRunError,
 )
-from agents.messages import ApprovalDecision
-from agents.run_directory import RunDirectory
-from operators.kafka import KafkaLike
+from sluicegate.agents.messages import ApprovalDecision
+from sluicegate.agents.run_directory import RunDirectory
+from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router", "error_response"]
 

@@ -15,12 +15,11 @@ from collections.abc import AsyncIterator, Iterable
 
 from aiokafka import AIOKafkaProducer
 
-from agents.fork import ForkPatch
-from agents.fork_request import fork_request, new_fork_id
-from agents.history import RunHistory
-from agents.messages import ApprovalDecision, ForkRun, RunCommand, TaskRequest
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
+from sluicegate.agents.fork import ForkPatch
+from sluicegate.agents.fork_request import fork_request, new_fork_id
+from sluicegate.agents.history import RunHistory
+from sluicegate.agents.messages import ApprovalDecision, ForkRun, RunCommand, TaskRequest
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
 __all__ = ["request_fork", "send_command", "send_decision", "send_fork", "submit_tasks"]
 

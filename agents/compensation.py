@@ -23,17 +23,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agents import rollback
-from agents.alerts import post_alert
-from agents.declaration import Agent
-from agents.effect_calls import EffectCalls
-from agents.journal import EffectKind, EffectResult, Journal, OnUnknown
-from agents.metrics import AgentMetrics
-from agents.run import Idle, Transition
-from agents.run_cache import json_value
-from agents.state import RunState
-from agents.tools import ToolContext
-from operators.contract import Context
+from sluicegate.agents import rollback
+from sluicegate.agents.alerts import post_alert
+from sluicegate.agents.declaration import Agent
+from sluicegate.agents.effect_calls import EffectCalls
+from sluicegate.agents.journal import EffectKind, EffectResult, Journal, OnUnknown
+from sluicegate.agents.metrics import AgentMetrics
+from sluicegate.agents.run import Idle, Transition
+from sluicegate.agents.run_cache import json_value
+from sluicegate.agents.state import RunState
+from sluicegate.agents.tools import ToolContext
+from sluicegate.operators.contract import Context
 
 __all__ = ["ALERT_EFFECT", "Compensator"]
 

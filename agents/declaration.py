@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agents.blobs.policy import BlobPolicy
-from agents.messages import TaskRequest
-from agents.models.contract import ModelClient
-from agents.state import Budget
-from agents.tools import Tool, ToolDeclarationError, ToolResources
-from operators.contract import Record
+from sluicegate.agents.blobs.policy import BlobPolicy
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.models.contract import ModelClient
+from sluicegate.agents.state import Budget
+from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolResources
+from sluicegate.operators.contract import Record
 
 __all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "TaskFeed", "TaskOf", "task_from_json"]
 

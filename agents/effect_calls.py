@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from agents import run as machine
-from agents.blobs.handle import unavailable_marker
-from agents.blobs.references import BlobReferences
-from agents.faults import fault_point
-from agents.journal import (
+from sluicegate.agents import run as machine
+from sluicegate.agents.blobs.handle import unavailable_marker
+from sluicegate.agents.blobs.references import BlobReferences
+from sluicegate.agents.faults import fault_point
+from sluicegate.agents.journal import (
     Deferred,
     EffectKind,
     EffectResult,
@@ -34,11 +34,11 @@ from agents.journal import (
     OnUnknown,
     perform,
 )
-from agents.metrics import AgentMetrics, StepCounters
-from agents.models.contract import ModelClient, ModelResponse, ToolSchema
-from agents.run_cache import json_value
-from agents.state import RunState
-from operators.contract import Context
+from sluicegate.agents.metrics import AgentMetrics, StepCounters
+from sluicegate.agents.models.contract import ModelClient, ModelResponse, ToolSchema
+from sluicegate.agents.run_cache import json_value
+from sluicegate.agents.state import RunState
+from sluicegate.operators.contract import Context
 
 __all__ = ["EffectCalls"]
 

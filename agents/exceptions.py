@@ -19,7 +19,7 @@ CLI prints.
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError, RetryableError
+from sluicegate.operators.exceptions import FatalError, RetryableError
 
 __all__ = [
     "AlertRefusedError",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = [
     "FAULTS_ENV",

@@ -24,10 +24,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
-from agents.blobs.handle import handle_of_text
-from agents.models.contract import ChatMessage
-from agents.run import Event, Transition, _emit  # the machine's own stamping of events
-from agents.state import Budget, ForkOrigin, RunState, RunUsage
+from sluicegate.agents.blobs.handle import handle_of_text
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.run import Event, Transition, _emit  # the machine's own stamping of events
+from sluicegate.agents.state import Budget, ForkOrigin, RunState, RunUsage
 
 __all__ = [
     "ForkPatch",

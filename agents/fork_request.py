@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.exceptions import ForkRefusedError
-from agents.fork import (
+from sluicegate.agents.exceptions import ForkRefusedError
+from sluicegate.agents.fork import (
     ForkPatch,
     ForkSeedError,
     apply_patch,
@@ -31,10 +31,10 @@ from agents.fork import (
     describe_patch,
     seed_handles,
 )
-from agents.messages import MAX_FORK_MESSAGES, ForkRun
-from agents.models.contract import ChatMessage
-from agents.replay import replay, settled_at
-from agents.state import RecordedCall, RunState, RunStatus
+from sluicegate.agents.messages import MAX_FORK_MESSAGES, ForkRun
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.replay import replay, settled_at
+from sluicegate.agents.state import RecordedCall, RunState, RunStatus
 
 __all__ = ["fork_request", "new_fork_id"]
 

@@ -22,10 +22,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from agents.exceptions import EventsUnavailableError, HistoryError, UnknownRunError
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.runtime.partitioner import partition_for
+from sluicegate.agents.exceptions import EventsUnavailableError, HistoryError, UnknownRunError
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.runtime.partitioner import partition_for
 
 __all__ = ["DEFAULT_MAX_EVENTS", "RunHistory", "RunSummary"]
 

@@ -23,8 +23,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agents.models.contract import ChatMessage
-from agents.state import Budget, EffectRecord, ForkOrigin, RecordedCall, RunState, RunUsage
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.state import (
+    Budget,
+    EffectRecord,
+    ForkOrigin,
+    RecordedCall,
+    RunState,
+    RunUsage,
+)
 
 __all__ = [
     "MAX_COMMAND_BYTES",

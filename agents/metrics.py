@@ -16,8 +16,8 @@ from weakref import WeakKeyDictionary
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from agents.journal.entries import EffectKind
-from agents.state import RunStatus
+from sluicegate.agents.journal.entries import EffectKind
+from sluicegate.agents.state import RunStatus
 
 __all__ = [
     "BLOB_KINDS",

@@ -50,20 +50,19 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from agents import rollback
-from agents import run as machine
-from agents.blobs.references import BlobReferences
-from agents.compensation import Compensator
-from agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
-from agents.effect_calls import EffectCalls
-from agents.fork import fork_run
-from agents.journal import (
+from sluicegate.agents import rollback, run as machine
+from sluicegate.agents.blobs.references import BlobReferences
+from sluicegate.agents.compensation import Compensator
+from sluicegate.agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
+from sluicegate.agents.effect_calls import EffectCalls
+from sluicegate.agents.fork import fork_run
+from sluicegate.agents.journal import (
     Deferred,
     Journal,
     OnUnknown,
 )
-from agents.journal.kafka import KafkaJournal
-from agents.messages import (
+from sluicegate.agents.journal.kafka import KafkaJournal
+from sluicegate.agents.messages import (
     ApprovalDecision,
     ForkRun,
     RollbackRun,
@@ -71,16 +70,16 @@ from agents.messages import (
     TaskRequest,
     parse_command,
 )
-from agents.metrics import AgentMetrics
-from agents.models.contract import ModelClient
-from agents.run_cache import DEFAULT_CAPACITY, RunCache
-from agents.run_tracker import RunTracker
-from agents.state import RunState, RunStatus, run_key
-from agents.tools import Tool, tool_schemas
-from operators.contract import Context, OpenContext, Operator, Record
-from operators.exceptions import RetryableError
-from operators.state.store import PartitionState
-from operators.storage.blobs import BlobStore
+from sluicegate.agents.metrics import AgentMetrics
+from sluicegate.agents.models.contract import ModelClient
+from sluicegate.agents.run_cache import DEFAULT_CAPACITY, RunCache
+from sluicegate.agents.run_tracker import RunTracker
+from sluicegate.agents.state import RunState, RunStatus, run_key
+from sluicegate.agents.tools import Tool, tool_schemas
+from sluicegate.operators.contract import Context, OpenContext, Operator, Record
+from sluicegate.operators.exceptions import RetryableError
+from sluicegate.operators.state.store import PartitionState
+from sluicegate.operators.storage.blobs import BlobStore
 
 __all__ = ["JOURNAL_LAG", "AgentOperator"]
 

@@ -30,15 +30,14 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from agents import rollback
-from agents import run as machine
-from agents.blobs.handle import BlobHandle, handle_of, handle_of_text, unavailable_marker
-from agents.exceptions import HistoryError
-from agents.fork import ForkSeedError, fork_run, seed_of
-from agents.journal import OnUnknown
-from agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from agents.state import Budget, EffectRecord, ForkOrigin, RunState, RunStatus
-from agents.tools import Tool, ToolKind
+from sluicegate.agents import rollback, run as machine
+from sluicegate.agents.blobs.handle import BlobHandle, handle_of, handle_of_text, unavailable_marker
+from sluicegate.agents.exceptions import HistoryError
+from sluicegate.agents.fork import ForkSeedError, fork_run, seed_of
+from sluicegate.agents.journal import OnUnknown
+from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
+from sluicegate.agents.state import Budget, EffectRecord, ForkOrigin, RunState, RunStatus
+from sluicegate.agents.tools import Tool, ToolKind
 
 __all__ = ["EVENT_TYPES", "Replayed", "replay", "settled_at"]
 

@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agents.journal import JournalEntry
-from agents.models.contract import ToolCall
-from agents.rollback_actions import (
+from sluicegate.agents.journal import JournalEntry
+from sluicegate.agents.models.contract import ToolCall
+from sluicegate.agents.rollback_actions import (
     Block,
     Compensate,
     Finish,
@@ -51,9 +51,9 @@ from agents.rollback_actions import (
     alert_key,
     compensation_key,
 )
-from agents.run import Event, Idle, Transition, emit, with_status
-from agents.state import EffectRecord, PendingApproval, Rollback, RunState, RunStatus
-from agents.tools import Tool
+from sluicegate.agents.run import Event, Idle, Transition, emit, with_status
+from sluicegate.agents.state import EffectRecord, PendingApproval, Rollback, RunState, RunStatus
+from sluicegate.agents.tools import Tool
 
 __all__ = [
     "ROLLBACK_STOPPED",

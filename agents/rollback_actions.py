@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.run import Idle
-from agents.state import EffectRecord
-from agents.tools import Tool
+from sluicegate.agents.run import Idle
+from sluicegate.agents.state import EffectRecord
+from sluicegate.agents.tools import Tool
 
 __all__ = [
     "Block",

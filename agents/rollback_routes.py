@@ -21,14 +21,14 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.approval_routes import error_response
-from agents.client import send_command
-from agents.declaration import AgentTopics
-from agents.exceptions import EventsUnavailableError
-from agents.messages import RollbackRun
-from agents.run_directory import RunDirectory
-from agents.state import RunStatus
-from operators.kafka import KafkaLike
+from sluicegate.agents.approval_routes import error_response
+from sluicegate.agents.client import send_command
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.exceptions import EventsUnavailableError
+from sluicegate.agents.messages import RollbackRun
+from sluicegate.agents.run_directory import RunDirectory
+from sluicegate.agents.state import RunStatus
+from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["RollbackAccepted", "RollbackBody", "rollback_router"]
 

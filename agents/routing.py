@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agents.declaration import TaskOf
-from agents.messages import TaskRequest, parse_command
-from operators.contract import Context, Record
+from sluicegate.agents.declaration import TaskOf
+from sluicegate.agents.messages import TaskRequest, parse_command
+from sluicegate.operators.contract import Context, Record
 
 __all__ = ["RunRouter", "routed_topic"]
 

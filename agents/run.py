@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-from agents.journal import effect_key
-from agents.models.contract import ChatMessage, ModelResponse, ToolCall
-from agents.run_actions import (
+from sluicegate.agents.journal import effect_key
+from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall
+from sluicegate.agents.run_actions import (
     Action,
     AskApproval,
     CallModel,
@@ -37,8 +37,8 @@ from agents.run_actions import (
     RejectCall,
     ReuseRecorded,
 )
-from agents.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
-from agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
+from sluicegate.agents.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
+from sluicegate.agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
 
 __all__ = [
     "ALLOWED",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.models.contract import ToolCall
-from agents.tools import Tool
+from sluicegate.agents.models.contract import ToolCall
+from sluicegate.agents.tools import Tool
 
 __all__ = [
     "Action",

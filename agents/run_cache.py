@@ -29,9 +29,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from agents.run_encoding import EncodedRun, encode_run
-from agents.state import RunState, run_key
-from operators.state.store import PartitionState
+from sluicegate.agents.run_encoding import EncodedRun, encode_run
+from sluicegate.agents.state import RunState, run_key
+from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BYTES", "RunCache", "StaleRunError", "json_value"]
 

@@ -37,11 +37,10 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from agents.exceptions import EventsUnavailableError, RunNotWaitingError, UnknownRunError
-from agents.state import RunStatus
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.runtime.partitioner import partition_for
+from sluicegate.agents.exceptions import EventsUnavailableError, RunNotWaitingError, UnknownRunError
+from sluicegate.agents.state import RunStatus
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.runtime.partitioner import partition_for
 
 __all__ = ["RunDirectory", "RunSeen"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agents.models.contract import ChatMessage
-from agents.state import EffectRecord, RunState
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.state import EffectRecord, RunState
 
 __all__ = ["EncodedRun", "encode_run"]
 

@@ -23,20 +23,20 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.approval_routes import error_response
-from agents.client import request_fork
-from agents.declaration import AgentTopics
-from agents.exceptions import (
+from sluicegate.agents.approval_routes import error_response
+from sluicegate.agents.client import request_fork
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.exceptions import (
     EventsUnavailableError,
     ForkRefusedError,
     HistoryError,
     UnknownRunError,
 )
-from agents.fork import ForkPatch
-from agents.history import RunHistory
-from agents.replay import replay
-from agents.state import RunState, RunStatus
-from operators.kafka import KafkaLike
+from sluicegate.agents.fork import ForkPatch
+from sluicegate.agents.history import RunHistory
+from sluicegate.agents.replay import replay
+from sluicegate.agents.state import RunState, RunStatus
+from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["ForkAccepted", "ForkBody", "RunListItem", "runs_router"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from agents import rollback
-from agents.metrics import AgentMetrics
-from agents.state import RunState, RunStatus
+from sluicegate.agents import rollback
+from sluicegate.agents.metrics import AgentMetrics
+from sluicegate.agents.state import RunState, RunStatus
 
 __all__ = ["RunTracker"]
 

@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agents.models.contract import ChatMessage, ToolCall, Usage
-from agents.state_versions import upgrade_document
+from sluicegate.agents.models.contract import ChatMessage, ToolCall, Usage
+from sluicegate.agents.state_versions import upgrade_document
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

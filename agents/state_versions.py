@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when called: `RunState` (a pure core) loads no storage library
-    from operators.state.versions import StateVersions
+    from sluicegate.operators.state.versions import StateVersions
 
 __all__ = ["CURRENT", "UPGRADERS", "run_state_versions", "upgrade_document"]
 
@@ -75,6 +75,6 @@ def _row_upgrader(version: int) -> Callable[[bytes, bytes], tuple[bytes, bytes] 
 
 def run_state_versions() -> StateVersions:
     """The agent operator's state versions: `CURRENT`, with one row upgrader per step."""
-    from operators.state.versions import StateVersions
+    from sluicegate.operators.state.versions import StateVersions
 
     return StateVersions.of(CURRENT, {k: _row_upgrader(k) for k in UPGRADERS})

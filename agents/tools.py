@@ -38,9 +38,9 @@ from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agents.journal import LookupResult, OnUnknown
-from agents.models.contract import ToolSchema
-from operators.exceptions import FatalError
+from sluicegate.agents.journal import LookupResult, OnUnknown
+from sluicegate.agents.models.contract import ToolSchema
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = [
     "Tool",

@@ -76,32 +76,33 @@ from typing import Any
 from aiokafka import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
-from agents import run as machine
-from agents.agent import JOURNAL_SUFFIX, Agent, AgentTopics, add_agent
-from agents.client import submit_tasks
-from agents.journal import InMemoryJournal, Journal
-from agents.journal.kafka import KafkaJournal
-from agents.messages import TaskRequest
-from agents.models.contract import ChatMessage, ToolCall
-from agents.models.scripted import ScriptedModel
-from agents.operator import AgentOperator
-from agents.state import Budget, RunStatus
-from agents.tools import ToolContext, tool
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import report_table
-from coordinator.local import LocalJob
-from operators.contract import Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.context import OperatorOpenContext, RecordContext
-from operators.runtime.subtask import SubtaskSettings
-from operators.runtime.topics import ensure_topics
-from operators.runtime.wakes import WakeUp
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import read_sink
+from sluicegate import Agent, AgentTopics, add_agent
+from sluicegate.agents import run as machine
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.declaration import JOURNAL_SUFFIX
+from sluicegate.agents.journal import InMemoryJournal, Journal
+from sluicegate.agents.journal.kafka import KafkaJournal
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.models.scripted import ScriptedModel
+from sluicegate.agents.operator import AgentOperator
+from sluicegate.agents.state import Budget, RunStatus
+from sluicegate.agents.tools import ToolContext, tool
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.contract import Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.context import OperatorOpenContext, RecordContext
+from sluicegate.operators.runtime.subtask import SubtaskSettings
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.runtime.wakes import WakeUp
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 
-PARTITIONS = 4  # what sluicegate.demos.wordcount.read_sink reads
+PARTITIONS = 4  # what sluicegate.testing.read_committed reads
 DIRECT_ROUNDS = 3
 LANGGRAPH = ("langgraph==1.2.24", "langgraph-checkpoint-sqlite==3.1.2")
 _REPO = Path(__file__).resolve().parent.parent
@@ -224,7 +225,7 @@ async def process_job(
             cluster.start_worker(f"w{n}", slots=2)
         # Warm: one run through every stage, its result published by a completed checkpoint.
         await submit_tasks(bootstrap, topics.tasks, [task(-1)])
-        if len(await read_sink(bootstrap, topics.results, 1, timeout_s=180)) != 1:
+        if len(await read_committed(bootstrap, topics.results, 1, timeout_s=180)) != 1:
             cluster.check_alive()
             raise RuntimeError(f"the warm-up run's result did not arrive; logs in {tmp}")
         elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=1)
@@ -239,7 +240,7 @@ async def submit_and_read(
     """Submit ``runs`` tasks at once; the seconds until every result is readable
     read_committed (``earlier`` results were there before), and the results read."""
     reader = asyncio.create_task(
-        read_sink(bootstrap, topics.results, earlier + runs, timeout_s=60 + runs * steps * 0.1)
+        read_committed(bootstrap, topics.results, earlier + runs, timeout_s=60 + runs * steps * 0.1)
     )
     started = time.monotonic()
     await submit_tasks(bootstrap, topics.tasks, [task(i) for i in range(runs)])

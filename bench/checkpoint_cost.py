@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from bench.table import report_table
-from operators.runtime.state_transfer import SnapshotStore, UploadResult
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import open_storage
+from sluicegate.operators.runtime.state_transfer import SnapshotStore, UploadResult
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import open_storage
 
 
 async def measure(keys: int, fractions: list[float], root: Path) -> list[tuple[str, ...]]:

@@ -32,14 +32,14 @@ from pathlib import Path
 
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import record, report_table
-from operators.contract import Context, ProcessFunction, Record
-from operators.graph import JobGraph
-from operators.kafka import clients as kafka_clients
-from operators.pipeline import Pipeline
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.storage import NotFoundError, open_storage
-from operators.storage.layout import checkpoint_prefix
+from sluicegate.operators.contract import Context, ProcessFunction, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import clients as kafka_clients
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.storage import NotFoundError, open_storage
+from sluicegate.operators.storage.layout import checkpoint_prefix
 
 PARTITIONS = 4
 KEYS = 1000

@@ -34,12 +34,12 @@ from pathlib import Path
 from statistics import mean, median
 
 from bench.table import report_table
-from operators.protocol.messages import StateHandle
-from operators.runtime.changelog_snapshots import ChangelogSnapshots
-from operators.runtime.state_transfer import Snapshots, SnapshotStore, fetch
-from operators.state.codec import RocksDBOptions
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, open_storage
+from sluicegate.operators.protocol.messages import StateHandle
+from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
+from sluicegate.operators.runtime.state_transfer import Snapshots, SnapshotStore, fetch
+from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, open_storage
 
 _MIB = 1024 * 1024
 

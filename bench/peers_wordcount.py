@@ -8,7 +8,7 @@ on whitespace → a topic keyed by the word (4 partitions) → a running count p
 state → ``counts-<tag>``, one record per word occurrence: key the word, value its count as
 decimal text. Each gets the same guarantee, exactly-once with a commit every second:
 
-* **sluicegate**: ``sluicegate.demos.wordcount.word_count`` (tokenizer x2, counter x2,
+* **sluicegate**: ``sluicegate.testing.word_count`` (tokenizer x2, counter x2,
   exactly-once sink), a coordinator checkpointing every 1 s and 1 or 2 workers as real
   processes (`bench.processes.ProcessCluster`; 4 or 2 slots each);
 * **Quix Streams** (``bench/peers/quix_wordcount.py``): ``processing_guarantee="exactly-once"``,
@@ -62,10 +62,10 @@ from aiokafka.errors import KafkaError
 
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import out_dir, record, report_table
-from operators.kafka import clients as kafka_clients
-from operators.runtime.readers import committed_from_start
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import PARTITIONS, counts_by_word, produce_lines, word_count
+from sluicegate.operators.kafka import clients as kafka_clients
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.testing import PARTITIONS, counts_by_word, produce_lines, word_count
 
 BENCH = "peers_wordcount"
 _REPO = Path(__file__).resolve().parent.parent
@@ -191,7 +191,7 @@ def peer_processes(
 @contextlib.contextmanager
 def sluicegate_processes(setup: Setup, root: Path, bootstrap: str, tag: str) -> Iterator[Alive]:
     """A coordinator (checkpoint every 1 s) and ``setup.processes`` workers, 4 slots in all."""
-    imports = "from sluicegate.demos.wordcount import word_count"
+    imports = "from sluicegate.testing import word_count"
     with ProcessCluster(root, bootstrap, imports, f"word_count({tag!r})") as cluster:
         cluster.start_coordinator(interval=1.0)
         for n in range(setup.processes):

@@ -24,10 +24,10 @@ import uuid
 from pathlib import Path
 
 from bench.table import report_table
-from coordinator.local import LocalJob
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, word_count
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.devkafka import DevBroker
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, word_count
 
 _WORDS = [f"w{i:03d}" for i in range(200)]
 _OURS = ("/operators/", "/agents/", "/coordinator/", "/sluicegate/")

@@ -27,17 +27,17 @@ import time
 from pathlib import Path
 
 from bench.table import report_table
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotStore
-from operators.savepoints.materialize import materialize_checkpoint
-from operators.savepoints.sources import CheckpointSource, SavepointSource
-from operators.savepoints.store import SavepointStore
-from operators.savepoints.writer import write_savepoint
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, open_storage
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.savepoints.writer import write_savepoint
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, open_storage
 
 
 def value(i: int) -> bytes:

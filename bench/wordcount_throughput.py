@@ -31,12 +31,12 @@ from pathlib import Path
 from statistics import median
 
 from bench.table import report_table
-from coordinator.local import LocalJob
-from operators.runtime.readers import committed_from_start
-from operators.runtime.subtask import SubtaskSettings
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import PARTITIONS, produce_lines, word_count
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.devkafka import DevBroker
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.runtime.subtask import SubtaskSettings
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import PARTITIONS, produce_lines, word_count
 
 _WORDS = [f"w{i:03d}" for i in range(200)]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from operators.protocol.messages import Heartbeat
+from sluicegate.operators.protocol.messages import Heartbeat
 
 __all__ = ["Adopt", "Restart", "Wait", "decide_adoption"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from operators.storage import NotFoundError, Storage
+from sluicegate.operators.storage import NotFoundError, Storage
 
 __all__ = [
     "ASSIGNMENTS",

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from coordinator.checkpoints import AbortCause
-from operators.metrics import CHECKPOINT_PHASES, CHECKPOINT_SECONDS_BUCKETS
-from operators.runtime.manifest import CheckpointManifest
+from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.operators.metrics import CHECKPOINT_PHASES, CHECKPOINT_SECONDS_BUCKETS
+from sluicegate.operators.runtime.manifest import CheckpointManifest
 
 __all__ = ["ABORT_REASONS", "AbortReason", "CheckpointStats", "HistogramCounts", "slowest_phases"]
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from coordinator.numbering import newest_number, take_next
-from operators.exceptions import FatalError
-from operators.storage import Storage, StorageError
-from operators.storage.layout import COORDINATORS, attempt_marker, coordinator_marker
+from sluicegate.coordinator.numbering import newest_number, take_next
+from sluicegate.operators.exceptions import FatalError
+from sluicegate.operators.storage import Storage, StorageError
+from sluicegate.operators.storage.layout import COORDINATORS, attempt_marker, coordinator_marker
 
 __all__ = ["Fence", "FencedError", "newest_epoch", "placed_elsewhere", "take_epoch"]
 

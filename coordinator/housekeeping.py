@@ -9,9 +9,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
-from operators.storage import Storage, StorageError
-from operators.storage.blobs import BlobStore
+from sluicegate.coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
+from sluicegate.operators.storage import Storage, StorageError
+from sluicegate.operators.storage.blobs import BlobStore
 
 __all__ = ["Housekeeping"]
 

@@ -47,7 +47,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = ["TRANSITIONS", "IllegalTransitionError", "JobEvent", "JobState", "JobStateMachine"]
 

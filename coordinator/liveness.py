@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["LivenessTracker", "WorkerLiveness"]
 

@@ -25,17 +25,17 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.job_state import JobState
-from coordinator.options import CoordinatorOptions
-from coordinator.restart import RestartPolicy
-from coordinator.service import Coordinator
-from operators.exceptions import FatalError
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.runtime.control import InMemoryBus
-from operators.runtime.subtask import Subtask, SubtaskSettings
-from operators.runtime.worker import Worker
-from operators.storage import Storage
+from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.restart import RestartPolicy
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.exceptions import FatalError
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.runtime.control import InMemoryBus
+from sluicegate.operators.runtime.subtask import Subtask, SubtaskSettings
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import Storage
 
 __all__ = ["JobFailedError", "LocalJob"]
 

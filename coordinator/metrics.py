@@ -66,8 +66,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from coordinator.checkpoint_stats import HistogramCounts
-from coordinator.service import Coordinator
+from sluicegate.coordinator.checkpoint_stats import HistogramCounts
+from sluicegate.coordinator.service import Coordinator
 
 __all__ = ["CoordinatorCollector"]
 

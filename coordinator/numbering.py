@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from operators.storage import AlreadyExistsError, Storage
-from operators.storage.layout import (
+from sluicegate.operators.storage import AlreadyExistsError, Storage
+from sluicegate.operators.storage.layout import (
     ATTEMPTS,
     CHECKPOINTS,
     attempt_marker,

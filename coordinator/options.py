@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.restart import RestartPolicy
+from sluicegate.coordinator.restart import RestartPolicy
 
 __all__ = ["CoordinatorOptions"]
 

@@ -21,23 +21,23 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from coordinator.adoption import Adopt, Restart, Wait, decide_adoption
-from coordinator.assignment import (
+from sluicegate.coordinator.adoption import Adopt, Restart, Wait, decide_adoption
+from sluicegate.coordinator.assignment import (
     Assignment,
     load_assignment,
     load_plan,
     plan_assignment,
     save_assignment,
 )
-from coordinator.numbering import take_attempt
-from coordinator.options import CoordinatorOptions
-from coordinator.restore_choice import CannotRestore, choose_restore
-from coordinator.retirement import RetireGate
-from coordinator.savepoints.restoring import already_restored
-from operators.graph import JobGraph
-from operators.protocol.messages import Heartbeat
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.storage import Storage
+from sluicegate.coordinator.numbering import take_attempt
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.restore_choice import CannotRestore, choose_restore
+from sluicegate.coordinator.retirement import RetireGate
+from sluicegate.coordinator.savepoints.restoring import already_restored
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.storage import Storage
 
 __all__ = ["Placed", "Placement"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["GiveUp", "RestartDecision", "RestartPolicy"]
 

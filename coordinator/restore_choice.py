@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coordinator.options import CoordinatorOptions
-from coordinator.savepoints.restoring import prepare_restore
-from operators.graph import JobGraph
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.savepoints import SavepointError
-from operators.storage import Storage
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.savepoints.restoring import prepare_restore
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.savepoints import SavepointError
+from sluicegate.operators.storage import Storage
 
 __all__ = ["CannotRestore", "RestoreFrom", "choose_restore"]
 

@@ -61,10 +61,10 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from operators.exceptions import ConfigError, FatalError
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.storage import NotFoundError, Storage
-from operators.storage.layout import (
+from sluicegate.operators.exceptions import ConfigError, FatalError
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.storage import NotFoundError, Storage
+from sluicegate.operators.storage.layout import (
     CHECKPOINTS,
     MANIFEST_NAME,
     SHARED,

@@ -39,33 +39,39 @@ import asyncio
 import logging
 import time
 
-from coordinator.adoption import Restart
-from coordinator.assignment import unbalanced
-from coordinator.checkpoint_stats import CheckpointStats
-from coordinator.checkpoints import (
+from sluicegate.coordinator.adoption import Restart
+from sluicegate.coordinator.assignment import unbalanced
+from sluicegate.coordinator.checkpoint_stats import CheckpointStats
+from sluicegate.coordinator.checkpoints import (
     AbortCause,
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
     StorageBackoff,
 )
-from coordinator.fencing import Fence, placed_elsewhere, take_epoch
-from coordinator.housekeeping import Housekeeping
-from coordinator.incidents import Failure, RecentAbort
-from coordinator.job_state import JobEvent, JobState, JobStateMachine
-from coordinator.liveness import LivenessTracker
-from coordinator.numbering import mark_triggered, next_checkpoint_id
-from coordinator.options import CoordinatorOptions
-from coordinator.placement import Placement
-from coordinator.restart import GiveUp
-from coordinator.restore_choice import CannotRestore
-from coordinator.savepoints.driver import SavepointDriver
-from coordinator.savepoints.requests import SavepointRequest
-from coordinator.source_offsets import SourceOffsets
-from coordinator.stopping import Finish, SendStop, StopSequence, TriggerFinal, still_running
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.protocol.messages import (
+from sluicegate.coordinator.fencing import Fence, placed_elsewhere, take_epoch
+from sluicegate.coordinator.housekeeping import Housekeeping
+from sluicegate.coordinator.incidents import Failure, RecentAbort
+from sluicegate.coordinator.job_state import JobEvent, JobState, JobStateMachine
+from sluicegate.coordinator.liveness import LivenessTracker
+from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.placement import Placement
+from sluicegate.coordinator.restart import GiveUp
+from sluicegate.coordinator.restore_choice import CannotRestore
+from sluicegate.coordinator.savepoints.driver import SavepointDriver
+from sluicegate.coordinator.savepoints.requests import SavepointRequest
+from sluicegate.coordinator.source_offsets import SourceOffsets
+from sluicegate.coordinator.stopping import (
+    Finish,
+    SendStop,
+    StopSequence,
+    TriggerFinal,
+    still_running,
+)
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,
@@ -80,11 +86,11 @@ from operators.protocol.messages import (
     ToWorker,
     TriggerCheckpoint,
 )
-from operators.runtime.control import CoordinatorLink
-from operators.runtime.kafka_control import KafkaCoordinatorLink
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.storage import AlreadyExistsError, Storage, StorageError
+from sluicegate.operators.runtime.control import CoordinatorLink
+from sluicegate.operators.runtime.kafka_control import KafkaCoordinatorLink
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
 
 __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
 

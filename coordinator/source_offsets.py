@@ -12,10 +12,9 @@ from types import TracebackType
 
 from aiokafka import TopicPartition
 
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.runtime.manifest import CheckpointManifest
 
 __all__ = ["SourceOffsets"]
 

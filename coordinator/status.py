@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 
-from coordinator.httpapi.view import (
+from sluicegate.coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,
@@ -15,8 +15,8 @@ from coordinator.httpapi.view import (
     SubtaskInfo,
     WorkerInfo,
 )
-from coordinator.service import Coordinator
-from operators.graph import SubtaskId
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.graph import SubtaskId
 
 __all__ = ["CoordinatorStatus"]
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from operators.protocol.messages import Heartbeat
+from sluicegate.operators.protocol.messages import Heartbeat
 
 __all__ = ["Finish", "SendStop", "StopPhase", "StopSequence", "TriggerFinal", "still_running"]
 

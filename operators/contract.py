@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from operators.state.store import PartitionState
+from sluicegate.operators.state.store import PartitionState
 
 if TYPE_CHECKING:
-    from operators.kafka import KafkaLike
-    from operators.storage import Storage
+    from sluicegate.operators.kafka import KafkaLike
+    from sluicegate.operators.storage import Storage
 
 __all__ = ["Context", "OpenContext", "Operator", "OperatorFactory", "ProcessFunction", "Record"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from operators.exceptions import PipelineError
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.records import SOURCE_WRITER
-from operators.specs import OperatorSpec, TopicKind, TopicSpec
+from sluicegate.operators.exceptions import PipelineError
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.records import SOURCE_WRITER
+from sluicegate.operators.specs import OperatorSpec, TopicKind, TopicSpec
 
 __all__ = ["JobGraph", "SubtaskId"]
 

@@ -20,11 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from operators.contract import FunctionOperator, Operator, OperatorFactory, ProcessFunction
-from operators.exceptions import PipelineError
-from operators.graph import JobGraph
-from operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
-from operators.state.versions import StateVersions
+from sluicegate.operators.contract import (
+    FunctionOperator,
+    Operator,
+    OperatorFactory,
+    ProcessFunction,
+)
+from sluicegate.operators.exceptions import PipelineError
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
+from sluicegate.operators.state.versions import StateVersions
 
 __all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
 

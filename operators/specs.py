@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from operators.contract import OperatorFactory
-from operators.state.versions import StateVersions
+from sluicegate.operators.contract import OperatorFactory
+from sluicegate.operators.state.versions import StateVersions
 
 __all__ = ["OperatorSpec", "OwnedTopic", "TopicKind", "TopicSpec"]
 

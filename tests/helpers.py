@@ -13,9 +13,9 @@ from typing import NoReturn, TypeVar, overload
 import pytest
 from aiokafka import ConsumerRecord
 
-from operators.protocol.messages import SnapshotFile, StateHandle
-from operators.runtime.manifest import ManifestStore
-from sluicegate.demos.wordcount import counts_by_word
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.testing import counts_by_word
 
 T = TypeVar("T")
 
@@ -152,13 +152,13 @@ async def assert_final_counts_at_least_once(
     """The word count's sink holds every count ``1..n`` of every word at least once (a restore
     that fell back behind the last published checkpoint republishes what it replayed), read
     until every word's final count arrived or ``deadline`` (monotonic) passed."""
-    from sluicegate.demos.wordcount import read_sink
+    from sluicegate.testing import read_committed
 
     seen: dict[str, set[int]] = {word: set() for word in expected}
     wanted = sum(expected.values())
     while any(max(seen[w], default=0) < n for w, n in expected.items()):
         assert time.monotonic() < deadline, "the sink never reached the final counts"
-        records = await read_sink(bootstrap, topic, wanted, timeout_s=10)
+        records = await read_committed(bootstrap, topic, wanted, timeout_s=10)
         wanted = len(records) + 1
         for r in records:
             seen.setdefault((r.key or b"").decode(), set()).add(int(r.value))

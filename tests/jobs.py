@@ -11,17 +11,17 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.savepoints import savepoints_router
-from coordinator.httpapi.server import serve
-from coordinator.options import CoordinatorOptions
-from coordinator.savepoints.view import CoordinatorSavepoints
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.graph import JobGraph
-from operators.runtime.subtask import SubtaskSettings
-from operators.runtime.worker import Worker
-from operators.storage import Storage
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+from sluicegate.coordinator.httpapi.server import serve
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.savepoints.view import CoordinatorSavepoints
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.runtime.subtask import SubtaskSettings
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import Storage
 
 
 @dataclass

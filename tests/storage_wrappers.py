@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from pathlib import Path
 
-from operators.storage import (
+from sluicegate.operators.storage import (
     ContentAddressedUpload,
     Storage,
     StorageUnavailableError,

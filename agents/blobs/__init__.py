@@ -11,7 +11,7 @@ The store itself (layout, write-once, erasure by subject, TTL collection) is
 
 from __future__ import annotations
 
-from agents.blobs.handle import (
+from sluicegate.agents.blobs.handle import (
     HANDLE_KEY,
     BlobHandle,
     blob_id,
@@ -19,7 +19,7 @@ from agents.blobs.handle import (
     handle_of_text,
     unavailable_marker,
 )
-from agents.blobs.policy import DEFAULT_THRESHOLD_BYTES, BlobPolicy
+from sluicegate.agents.blobs.policy import DEFAULT_THRESHOLD_BYTES, BlobPolicy
 
 __all__ = [
     "DEFAULT_THRESHOLD_BYTES",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 if TYPE_CHECKING:
-    from operators.storage import Storage
+    from sluicegate.operators.storage import Storage
 
 __all__ = ["DEFAULT_THRESHOLD_BYTES", "BlobPolicy", "scope_by_tenant", "subject_from_metadata"]
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.blobs.handle import (
+from sluicegate.agents.blobs.handle import (
     BlobHandle,
     blob_id,
     handle_of,
@@ -37,12 +37,12 @@ from agents.blobs.handle import (
     looks_like_handle,
     looks_like_handle_text,
 )
-from agents.blobs.policy import BlobPolicy
-from agents.metrics import AgentMetrics
-from agents.models.contract import ChatMessage
-from agents.state import RunState
-from operators.storage import CorruptFileError, NotFoundError
-from operators.storage.blobs import BlobMeta, BlobStore, subject_digest
+from sluicegate.agents.blobs.policy import BlobPolicy
+from sluicegate.agents.metrics import AgentMetrics
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.state import RunState
+from sluicegate.operators.storage import CorruptFileError, NotFoundError
+from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 
 __all__ = [
     "LOST_REASONS",

@@ -16,7 +16,7 @@ driver), :mod:`~agents.journal.exceptions`.
 
 from __future__ import annotations
 
-from agents.journal.effects import (
+from sluicegate.agents.journal.effects import (
     LOOKUP_FAILED,
     Deferred,
     EffectResult,
@@ -27,7 +27,7 @@ from agents.journal.effects import (
     no_fault,
     perform,
 )
-from agents.journal.entries import (
+from sluicegate.agents.journal.entries import (
     SCHEMA_VERSION,
     EffectKind,
     EntryStatus,
@@ -35,12 +35,12 @@ from agents.journal.entries import (
     effect_key,
     record_key,
 )
-from agents.journal.exceptions import (
+from sluicegate.agents.journal.exceptions import (
     JournalCorruptError,
     JournalTransitionError,
     JournalUnavailableError,
 )
-from agents.journal.resolution import (
+from sluicegate.agents.journal.resolution import (
     OUTCOME_UNKNOWN,
     TRANSITIONS,
     Decision,
@@ -58,7 +58,7 @@ from agents.journal.resolution import (
     after_lookup,
     decide,
 )
-from agents.journal.store import InMemoryJournal, Journal, JournalIndex, StatusCounts
+from sluicegate.agents.journal.store import InMemoryJournal, Journal, JournalIndex, StatusCounts
 
 __all__ = [
     "LOOKUP_FAILED",

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.journal.entries import EffectKind, JournalEntry
-from agents.journal.resolution import (
+from sluicegate.agents.journal.entries import EffectKind, JournalEntry
+from sluicegate.agents.journal.resolution import (
     EffectEvent,
     EffectResolution,
     EffectState,
@@ -31,8 +31,8 @@ from agents.journal.resolution import (
     after_lookup,
     decide,
 )
-from agents.journal.store import Journal
-from operators.exceptions import RetryableError
+from sluicegate.agents.journal.store import Journal
+from sluicegate.operators.exceptions import RetryableError
 
 __all__ = [
     "LOOKUP_FAILED",

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents.journal.exceptions import JournalCorruptError
+from sluicegate.agents.journal.exceptions import JournalCorruptError
 
 __all__ = [
     "SCHEMA_VERSION",

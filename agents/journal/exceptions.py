@@ -13,7 +13,7 @@ entry it may or may not have written is resolved by the journal's rules on the n
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError, RetryableError
+from sluicegate.operators.exceptions import FatalError, RetryableError
 
 __all__ = ["JournalCorruptError", "JournalTransitionError", "JournalUnavailableError"]
 

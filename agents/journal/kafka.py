@@ -17,11 +17,10 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from agents.journal.entries import EntryStatus, JournalEntry, record_key
-from agents.journal.exceptions import JournalCorruptError, JournalUnavailableError
-from agents.journal.store import JournalIndex, StatusCounts
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
+from sluicegate.agents.journal.entries import EntryStatus, JournalEntry, record_key
+from sluicegate.agents.journal.exceptions import JournalCorruptError, JournalUnavailableError
+from sluicegate.agents.journal.store import JournalIndex, StatusCounts
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
 __all__ = ["KafkaJournal"]
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agents.journal.entries import JournalEntry
-from agents.journal.exceptions import JournalTransitionError
+from sluicegate.agents.journal.entries import JournalEntry
+from sluicegate.agents.journal.exceptions import JournalTransitionError
 
 __all__ = [
     "OUTCOME_UNKNOWN",

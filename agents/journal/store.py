@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from agents.journal.entries import EntryStatus, JournalEntry
+from sluicegate.agents.journal.entries import EntryStatus, JournalEntry
 
 __all__ = ["InMemoryJournal", "Journal", "JournalIndex", "StatusCounts"]
 

@@ -8,14 +8,14 @@ load an HTTP client.
 
 from typing import TYPE_CHECKING, Any
 
-from agents.models.exceptions import (
+from sluicegate.agents.models.exceptions import (
     ModelError,
     ModelRequestError,
     ModelResponseError,
     ModelUnavailableError,
 )
-from agents.models.pricing import Price
-from agents.models.scripted import Policy, ScriptedModel, estimate_tokens
+from sluicegate.agents.models.pricing import Price
+from sluicegate.agents.models.scripted import Policy, ScriptedModel, estimate_tokens
 
 __all__ = [
     "ModelError",
@@ -30,12 +30,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from agents.models.openai_client import OpenAIModel
+    from sluicegate.agents.models.openai_client import OpenAIModel
 
 
 def __getattr__(name: str) -> Any:
     if name == "OpenAIModel":
-        from agents.models.openai_client import OpenAIModel
+        from sluicegate.agents.models.openai_client import OpenAIModel
 
         return OpenAIModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

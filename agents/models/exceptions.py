@@ -13,7 +13,7 @@ all, and from one of the two root branches, so a caller can always tell whether 
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError, RetryableError, SluicegateError
+from sluicegate.operators.exceptions import FatalError, RetryableError, SluicegateError
 
 __all__ = ["ModelError", "ModelRequestError", "ModelResponseError", "ModelUnavailableError"]
 

@@ -33,14 +33,20 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from agents.models.contract import ChatMessage, ModelResponse, ToolCall, ToolSchema, Usage
-from agents.models.exceptions import (
+from sluicegate.agents.models.contract import (
+    ChatMessage,
+    ModelResponse,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
+from sluicegate.agents.models.exceptions import (
     ModelRequestError,
     ModelResponseError,
     ModelUnavailableError,
 )
-from agents.models.pricing import Price
-from operators.exceptions import ConfigError
+from sluicegate.agents.models.pricing import Price
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["MAX_RETRY_AFTER_S", "OpenAIModel"]
 

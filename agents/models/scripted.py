@@ -11,8 +11,8 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 
-from agents.models.contract import ChatMessage, ModelResponse, ToolSchema, Usage
-from agents.models.pricing import Price
+from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolSchema, Usage
+from sluicegate.agents.models.pricing import Price
 
 __all__ = ["Policy", "ScriptedModel", "estimate_tokens"]
 

@@ -1,9 +1,9 @@
 """The coordinator's checkpoint decisions, sans-IO: pending checkpoints, the tracker and the
 backoff after storage failures."""
 
-from coordinator.checkpoints.backoff import StorageBackoff
-from coordinator.checkpoints.pending import PendingCheckpoint
-from coordinator.checkpoints.tracker import (
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
+from sluicegate.coordinator.checkpoints.pending import PendingCheckpoint
+from sluicegate.coordinator.checkpoints.tracker import (
     AbortCause,
     AbortCheckpoint,
     BroadcastCompleted,

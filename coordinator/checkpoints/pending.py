@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from operators.protocol.exceptions import ProtocolViolationError
-from operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
+from sluicegate.operators.protocol.messages import CheckpointAck
 
 __all__ = ["PendingCheckpoint"]
 

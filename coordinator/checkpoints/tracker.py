@@ -20,9 +20,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
-from coordinator.checkpoints.pending import PendingCheckpoint
-from operators.protocol.exceptions import ProtocolViolationError
-from operators.protocol.messages import CheckpointAck
+from sluicegate.coordinator.checkpoints.pending import PendingCheckpoint
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
+from sluicegate.operators.protocol.messages import CheckpointAck
 
 __all__ = [
     "AbortCause",

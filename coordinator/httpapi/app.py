@@ -43,10 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
-from coordinator.fencing import FencedError
-from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Scope, requirement
-from coordinator.httpapi.guard import BrowserGuard
-from coordinator.httpapi.view import (
+from sluicegate.coordinator.fencing import FencedError
+from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Scope, requirement
+from sluicegate.coordinator.httpapi.guard import BrowserGuard
+from sluicegate.coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CoordinatorView,
@@ -54,8 +54,8 @@ from coordinator.httpapi.view import (
     SubtaskInfo,
     WorkerInfo,
 )
-from operators.exceptions import RetryableError, SluicegateError
-from operators.runtime.exposition import encode_metrics
+from sluicegate.operators.exceptions import RetryableError, SluicegateError
+from sluicegate.operators.runtime.exposition import encode_metrics
 
 __all__ = ["CheckpointTriggered", "ErrorBody", "Health", "create_app"]
 

@@ -39,8 +39,8 @@ from typing import Annotated
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from coordinator.config import CoordinatorSettings
-from operators.exceptions import ConfigError, SluicegateError
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.operators.exceptions import ConfigError, SluicegateError
 
 __all__ = [
     "ADMIN_NAME",

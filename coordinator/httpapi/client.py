@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from coordinator.httpapi.savepoint_models import (
+from sluicegate.coordinator.httpapi.savepoint_models import (
     FullCheckpointTriggered,
     SavepointDeleted,
     SavepointInfo,
 )
-from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
-from operators.exceptions import ConfigError, RetryableError, SluicegateError
+from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
+from sluicegate.operators.exceptions import ConfigError, RetryableError, SluicegateError
 
 __all__ = ["CoordinatorApiError", "CoordinatorClient", "CoordinatorUnreachableError"]
 

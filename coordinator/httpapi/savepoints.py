@@ -15,14 +15,14 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 
-from coordinator.httpapi.app import ErrorBody
-from coordinator.httpapi.auth import ApiTokens, Scope, requirement
-from coordinator.httpapi.savepoint_models import (
+from sluicegate.coordinator.httpapi.app import ErrorBody
+from sluicegate.coordinator.httpapi.auth import ApiTokens, Scope, requirement
+from sluicegate.coordinator.httpapi.savepoint_models import (
     FullCheckpointTriggered,
     SavepointDeleted,
     SavepointInfo,
 )
-from operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
 
 __all__ = ["SavepointDeleted", "SavepointInfo", "SavepointView", "savepoints_router"]
 

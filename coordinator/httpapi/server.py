@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import uvicorn
 from fastapi import FastAPI
 
-from operators.exceptions import ConfigError, RetryableError
+from sluicegate.operators.exceptions import ConfigError, RetryableError
 
 __all__ = ["ApiServer", "serve"]
 

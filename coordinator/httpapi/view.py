@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.exceptions import RetryableError
+from sluicegate.operators.exceptions import RetryableError
 
 __all__ = [
     "CheckpointInfo",

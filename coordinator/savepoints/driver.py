@@ -12,13 +12,13 @@ import asyncio
 import logging
 import time
 
-from coordinator.savepoints.requests import SavepointPhase, SavepointRequest
-from coordinator.savepoints.writing import default_name, write_from_checkpoint
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.savepoints import SavepointError, SavepointRefusedError
-from operators.savepoints.store import SavepointStore
-from operators.storage import InvalidPathError, Storage, StorageError
-from operators.storage.layout import savepoint_prefix
+from sluicegate.coordinator.savepoints.requests import SavepointPhase, SavepointRequest
+from sluicegate.coordinator.savepoints.writing import default_name, write_from_checkpoint
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.savepoints import SavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import InvalidPathError, Storage, StorageError
+from sluicegate.operators.storage.layout import savepoint_prefix
 
 __all__ = ["SavepointDriver"]
 

@@ -24,15 +24,15 @@ import logging
 import tempfile
 from pathlib import Path
 
-from coordinator.numbering import mark_triggered, next_checkpoint_id
-from operators.graph import JobGraph
-from operators.runtime.manifest import CheckpointManifest, ManifestStore
-from operators.savepoints import SavepointNotFoundError
-from operators.savepoints.materialize import materialize_checkpoint
-from operators.savepoints.sources import CheckpointSource, SavepointSource, StateSource
-from operators.savepoints.store import SavepointStore
-from operators.storage import NotFoundError, Storage
-from operators.storage.layout import savepoint_prefix
+from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.savepoints import SavepointNotFoundError
+from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, StateSource
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import NotFoundError, Storage
+from sluicegate.operators.storage.layout import savepoint_prefix
 
 __all__ = [
     "RESTORES",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.httpapi.savepoints import SavepointInfo
-from coordinator.savepoints.requests import SavepointRequest
-from coordinator.service import Coordinator
-from operators.savepoints import SavepointNotFoundError, SavepointRefusedError
-from operators.savepoints.store import SavepointStore, StoredSavepoint
+from sluicegate.coordinator.httpapi.savepoints import SavepointInfo
+from sluicegate.coordinator.savepoints.requests import SavepointRequest
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints.store import SavepointStore, StoredSavepoint
 
 __all__ = ["CoordinatorSavepoints", "request_info", "stored_info"]
 

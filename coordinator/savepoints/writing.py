@@ -7,12 +7,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from coordinator.savepoints.requests import SavepointRequest
-from operators.runtime.manifest import CheckpointManifest
-from operators.savepoints.manifest import SavepointManifest
-from operators.savepoints.sources import CheckpointSource
-from operators.savepoints.writer import write_savepoint
-from operators.storage import Storage
+from sluicegate.coordinator.savepoints.requests import SavepointRequest
+from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.savepoints.manifest import SavepointManifest
+from sluicegate.operators.savepoints.sources import CheckpointSource
+from sluicegate.operators.savepoints.writer import write_savepoint
+from sluicegate.operators.storage import Storage
 
 __all__ = ["default_name", "write_from_checkpoint"]
 

@@ -1,6 +1,11 @@
 """Reaching Kafka: `KafkaSettings` (bootstrap and security) and the client factories built on
 them (`operators.kafka.clients`)."""
 
-from operators.kafka.settings import KafkaLike, KafkaSettings, SaslMechanism, SecurityProtocol
+from sluicegate.operators.kafka.settings import (
+    KafkaLike,
+    KafkaSettings,
+    SaslMechanism,
+    SecurityProtocol,
+)
 
 __all__ = ["KafkaLike", "KafkaSettings", "SaslMechanism", "SecurityProtocol"]

@@ -21,8 +21,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.helpers import create_ssl_context
 
-from operators.exceptions import ConfigError
-from operators.kafka.settings import KafkaLike, KafkaSettings
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka.settings import KafkaLike, KafkaSettings
 
 __all__ = ["admin", "bare_client", "connection_options", "consumer", "producer", "settings_of"]
 

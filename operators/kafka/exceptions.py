@@ -10,7 +10,7 @@ SluicegateError
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError, RetryableError
+from sluicegate.operators.exceptions import FatalError, RetryableError
 
 __all__ = ["KafkaAuthenticationError", "KafkaUnreachableError"]
 

@@ -37,7 +37,11 @@ from aiokafka import TopicPartition
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.errors import KafkaError, LeaderNotAvailableError, for_code
 
-from operators.kafka.txn_requests import DescribeProducers, DescribeTransactions, WriteTxnMarkers
+from sluicegate.operators.kafka.txn_requests import (
+    DescribeProducers,
+    DescribeTransactions,
+    WriteTxnMarkers,
+)
 
 __all__ = ["OpenTransaction", "TransactionRecord", "end_hanging", "hanging"]
 

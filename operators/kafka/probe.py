@@ -18,9 +18,9 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
-from operators.kafka import clients
-from operators.kafka.exceptions import KafkaAuthenticationError, KafkaUnreachableError
-from operators.kafka.settings import KafkaLike, KafkaSettings
+from sluicegate.operators.kafka import clients
+from sluicegate.operators.kafka.exceptions import KafkaAuthenticationError, KafkaUnreachableError
+from sluicegate.operators.kafka.settings import KafkaLike, KafkaSettings
 
 __all__ = ["probe"]
 

@@ -30,7 +30,7 @@ from aiokafka.abc import AbstractTokenProvider
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["KafkaLike", "KafkaSettings", "SaslMechanism", "SecurityProtocol", "kafka_settings"]
 

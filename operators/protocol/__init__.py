@@ -14,7 +14,7 @@ storage sit around them. Order of use at a subtask, per record read from partiti
    and process the returned records in order.
 """
 
-from operators.protocol.alignment import (
+from sluicegate.operators.protocol.alignment import (
     Aborted,
     Aligned,
     BarrierAligner,
@@ -22,14 +22,14 @@ from operators.protocol.alignment import (
     Decline,
     Process,
 )
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.exceptions import (
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.exceptions import (
     MalformedHeadersError,
     ProtocolError,
     ProtocolViolationError,
     UnknownChannelError,
 )
-from operators.protocol.records import (
+from sluicegate.operators.protocol.records import (
     ATTEMPT_HEADER,
     CHECKPOINT_HEADER,
     INTERVAL_HEADER,
@@ -41,7 +41,7 @@ from operators.protocol.records import (
     decode_headers,
     encode_headers,
 )
-from operators.protocol.restore_filter import Accept, Fenced, RestoreFilter, Skip
+from sluicegate.operators.protocol.restore_filter import Accept, Fenced, RestoreFilter, Skip
 
 __all__ = [
     "ATTEMPT_HEADER",

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.exceptions import ProtocolViolationError, UnknownChannelError
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError, UnknownChannelError
 
 __all__ = ["Aborted", "Aligned", "BarrierAligner", "Buffered", "Decline", "Process"]
 

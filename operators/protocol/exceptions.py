@@ -12,8 +12,8 @@ exits non-zero, so that a global recovery rewinds the pipeline.
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError
-from operators.protocol.channels import Channel
+from sluicegate.operators.exceptions import FatalError
+from sluicegate.operators.protocol.channels import Channel
 
 __all__ = [
     "MalformedHeadersError",

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.channels import TopicPartition
 
 __all__ = [
     "SEGMENT_NAME",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from operators.protocol.exceptions import MalformedHeadersError, ProtocolViolationError
+from sluicegate.operators.protocol.exceptions import MalformedHeadersError, ProtocolViolationError
 
 __all__ = [
     "ATTEMPT_HEADER",

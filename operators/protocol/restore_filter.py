@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.protocol.exceptions import ProtocolViolationError
-from operators.protocol.records import RecordMeta
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
+from sluicegate.operators.protocol.records import RecordMeta
 
 __all__ = ["Accept", "Fenced", "RestoreFilter", "Skip"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from operators.protocol.channels import TopicPartition
-from operators.protocol.messages import (
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,

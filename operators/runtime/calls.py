@@ -21,13 +21,13 @@ from typing import TypeAlias
 
 from aiokafka import ConsumerRecord
 
-from operators.contract import FunctionOperator, Operator, Record
-from operators.protocol.channels import TopicPartition
-from operators.runtime.context import RecordContext
-from operators.runtime.executor import KeyedExecutor
-from operators.runtime.outputs import Outputs
-from operators.runtime.wakes import WakeQueue, WakeUp
-from operators.state.store import PartitionState
+from sluicegate.operators.contract import FunctionOperator, Operator, Record
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.runtime.context import RecordContext
+from sluicegate.operators.runtime.executor import KeyedExecutor
+from sluicegate.operators.runtime.outputs import Outputs
+from sluicegate.operators.runtime.wakes import WakeQueue, WakeUp
+from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["OperatorCalls", "record_of"]
 

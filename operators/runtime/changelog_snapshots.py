@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.protocol.messages import SnapshotFile
-from operators.runtime.state_transfer import (
+from sluicegate.operators.protocol.messages import SnapshotFile
+from sluicegate.operators.runtime.state_transfer import (
     Restored,
     UploadResult,
     make_handle,
@@ -46,9 +46,9 @@ from operators.runtime.state_transfer import (
     sst_checksums,
     upload_full,
 )
-from operators.state.changelog import ChangelogWriter, segment_checkpoint_id
-from operators.state.exceptions import StateIOError
-from operators.state.local_checkpoint import (
+from sluicegate.operators.state.changelog import ChangelogWriter, segment_checkpoint_id
+from sluicegate.operators.state.exceptions import StateIOError
+from sluicegate.operators.state.local_checkpoint import (
     CheckpointFile,
     CheckpointInventory,
     FileKind,
@@ -56,9 +56,9 @@ from operators.state.local_checkpoint import (
     SstKey,
     classify,
 )
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, StorageError
-from operators.storage.layout import SHARED, full_checkpoint_marker
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, StorageError
+from sluicegate.operators.storage.layout import SHARED, full_checkpoint_marker
 
 __all__ = ["MATERIALIZE_RATIO", "MAX_SEGMENTS", "ChangelogSnapshots"]
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from operators.contract import Record
-from operators.kafka import KafkaLike
-from operators.runtime.wakes import WakeUp
-from operators.state.store import PartitionState
-from operators.storage import Storage
+from sluicegate.operators.contract import Record
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.runtime.wakes import WakeUp
+from sluicegate.operators.state.store import PartitionState
+from sluicegate.operators.storage import Storage
 
 __all__ = ["Emitted", "OperatorOpenContext", "RecordContext"]
 

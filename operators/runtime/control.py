@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
 
-from operators.protocol.messages import FromWorker, ToCoordinator, ToSubtask, ToWorker
-from operators.protocol.wire import decode_message, encode_message
+from sluicegate.operators.protocol.messages import FromWorker, ToCoordinator, ToSubtask, ToWorker
+from sluicegate.operators.protocol.wire import decode_message, encode_message
 
 __all__ = [
     "ControlLink",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiokafka import ConsumerRecord
 
-from operators.runtime.bounded import error_text
+from sluicegate.operators.runtime.bounded import error_text
 
 __all__ = ["dead_letter_headers"]
 

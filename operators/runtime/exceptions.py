@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = ["CorruptCheckpointError", "SinkProgressError", "SubtaskFencedError"]
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from aiokafka import ConsumerRecord
 
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.exceptions import MalformedHeadersError
-from operators.protocol.records import SOURCE_WRITER, HeaderDecoder, RecordMeta
-from operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.exceptions import MalformedHeadersError
+from sluicegate.operators.protocol.records import SOURCE_WRITER, HeaderDecoder, RecordMeta
+from sluicegate.operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
 
 __all__ = ["BarrierAt", "Inputs", "Rejected"]
 

@@ -17,13 +17,12 @@ from typing import Generic, Self, TypeVar, get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.protocol.messages import (
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.protocol.messages import (
     FromWorker,
     ToWorker,
 )
-from operators.protocol.wire import (
+from sluicegate.operators.protocol.wire import (
     decode_message,
     encode_message,
     to_coordinator_topic,

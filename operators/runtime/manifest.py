@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from operators.protocol.channels import TopicPartition
-from operators.protocol.messages import CheckpointAck, RestorePoint, StateHandle
-from operators.storage import NotFoundError, Storage
-from operators.storage.layout import (
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.messages import CheckpointAck, RestorePoint, StateHandle
+from sluicegate.operators.storage import NotFoundError, Storage
+from sluicegate.operators.storage.layout import (
     CHECKPOINTS,
     checkpoint_manifest,
     checkpoint_prefix,

@@ -21,9 +21,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 
-from operators.exceptions import ConfigError
-from operators.runtime.exposition import tolerant_accept
-from operators.runtime.loop_health import LoopHealth
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.runtime.exposition import tolerant_accept
+from sluicegate.operators.runtime.loop_health import LoopHealth
 
 __all__ = ["MetricsServer"]
 

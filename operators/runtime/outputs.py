@@ -18,18 +18,18 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from operators.contract import Record
-from operators.graph import JobGraph, SubtaskId
-from operators.metrics import SubtaskInstruments
-from operators.protocol.records import RecordKind, RecordMeta, encode_headers
-from operators.runtime.batches import PartitionBatches
-from operators.runtime.bounded import error_text
-from operators.runtime.context import Emitted
-from operators.runtime.deadletters import dead_letter_headers
-from operators.runtime.partitioner import partition_for
-from operators.runtime.sinks import Sink, SinkRecord
-from operators.runtime.topics import dead_letter_topic
-from operators.specs import TopicKind
+from sluicegate.operators.contract import Record
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.metrics import SubtaskInstruments
+from sluicegate.operators.protocol.records import RecordKind, RecordMeta, encode_headers
+from sluicegate.operators.runtime.batches import PartitionBatches
+from sluicegate.operators.runtime.bounded import error_text
+from sluicegate.operators.runtime.context import Emitted
+from sluicegate.operators.runtime.deadletters import dead_letter_headers
+from sluicegate.operators.runtime.partitioner import partition_for
+from sluicegate.operators.runtime.sinks import Sink, SinkRecord
+from sluicegate.operators.runtime.topics import dead_letter_topic
+from sluicegate.operators.specs import TopicKind
 
 __all__ = ["Outputs"]
 

@@ -8,8 +8,7 @@ from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
 __all__ = ["committed_from_start"]
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from operators.protocol.messages import SnapshotFile, StateHandle
-from operators.runtime.exceptions import CorruptCheckpointError
-from operators.state.local_checkpoint import (
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
+from sluicegate.operators.state.local_checkpoint import (
     CheckpointFile,
     CheckpointInventory,
     FileKind,
@@ -46,9 +46,13 @@ from operators.state.local_checkpoint import (
     SstKey,
     classify,
 )
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import ContentAddressedUpload, Storage, StoredFile
-from operators.storage.layout import SHARED, full_checkpoint_files, full_checkpoint_marker
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import ContentAddressedUpload, Storage, StoredFile
+from sluicegate.operators.storage.layout import (
+    SHARED,
+    full_checkpoint_files,
+    full_checkpoint_marker,
+)
 
 __all__ = [
     "UPLOAD_CONCURRENCY",

@@ -44,17 +44,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
-from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRecord,
+    TopicPartition as KafkaTopicPartition,
+)
 from prometheus_client import CollectorRegistry
 
-from operators.graph import JobGraph, SubtaskId
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.metrics import FetchedPositions, SubtaskMetrics
-from operators.protocol.alignment import Aborted, Aligned, BarrierAligner, Buffered, Decline
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.messages import (
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.metrics import FetchedPositions, SubtaskMetrics
+from sluicegate.operators.protocol.alignment import (
+    Aborted,
+    Aligned,
+    BarrierAligner,
+    Buffered,
+    Decline,
+)
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.messages import (
     CheckpointAborted,
     CheckpointAck,
     CheckpointCompleted,
@@ -63,36 +72,36 @@ from operators.protocol.messages import (
     StopSubtasks,
     TriggerCheckpoint,
 )
-from operators.protocol.records import SOURCE_WRITER
-from operators.protocol.restore_filter import Fenced, RestoreFilter
-from operators.runtime.batches import PartitionBatches
-from operators.runtime.calls import OperatorCalls
-from operators.runtime.changelog_snapshots import ChangelogSnapshots
-from operators.runtime.closing import close_quietly
-from operators.runtime.context import OperatorOpenContext
-from operators.runtime.control import ControlLink
-from operators.runtime.exceptions import (
+from sluicegate.operators.protocol.records import SOURCE_WRITER
+from sluicegate.operators.protocol.restore_filter import Fenced, RestoreFilter
+from sluicegate.operators.runtime.batches import PartitionBatches
+from sluicegate.operators.runtime.calls import OperatorCalls
+from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
+from sluicegate.operators.runtime.closing import close_quietly
+from sluicegate.operators.runtime.context import OperatorOpenContext
+from sluicegate.operators.runtime.control import ControlLink
+from sluicegate.operators.runtime.exceptions import (
     CorruptCheckpointError,
     SinkProgressError,
     SubtaskFencedError,
 )
-from operators.runtime.inputs import BarrierAt, Inputs, Rejected
-from operators.runtime.outputs import Outputs
-from operators.runtime.sinks import Sink, build_sinks
-from operators.runtime.state_transfer import (
+from sluicegate.operators.runtime.inputs import BarrierAt, Inputs, Rejected
+from sluicegate.operators.runtime.outputs import Outputs
+from sluicegate.operators.runtime.sinks import Sink, build_sinks
+from sluicegate.operators.runtime.state_transfer import (
     Restored,
     Snapshots,
     SnapshotStore,
     fetch,
     sst_checksums,
 )
-from operators.runtime.wakes import poll_timeout_ms
-from operators.specs import TopicKind
-from operators.state.changelog import ChangelogFormatError
-from operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
-from operators.state.rocksdb import RocksDBStateStore
-from operators.state.store import PartitionState
-from operators.storage import CorruptFileError, NotFoundError, Storage, StorageError
+from sluicegate.operators.runtime.wakes import poll_timeout_ms
+from sluicegate.operators.specs import TopicKind
+from sluicegate.operators.state.changelog import ChangelogFormatError
+from sluicegate.operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionState
+from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage, StorageError
 
 __all__ = [
     "CorruptCheckpointError",

@@ -17,11 +17,10 @@ import time
 from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from operators.exceptions import FatalError
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.protocol.wire import to_coordinator_topic, to_workers_topic
+from sluicegate.operators.exceptions import FatalError
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.protocol.wire import to_coordinator_topic, to_workers_topic
 
 __all__ = ["TopicMismatchError", "dead_letter_topic", "ensure_topics", "sink_progress_topic"]
 

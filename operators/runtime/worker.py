@@ -35,9 +35,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from operators.graph import JobGraph, SubtaskId
-from operators.kafka import KafkaLike
-from operators.protocol.messages import (
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointCompleted,
@@ -50,12 +50,12 @@ from operators.protocol.messages import (
     ToSubtask,
     TriggerCheckpoint,
 )
-from operators.runtime.bounded import error_text
-from operators.runtime.control import InboxLink, WorkerLink
-from operators.runtime.kafka_control import KafkaWorkerLink
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
-from operators.storage import NotFoundError, Storage
+from sluicegate.operators.runtime.bounded import error_text
+from sluicegate.operators.runtime.control import InboxLink, WorkerLink
+from sluicegate.operators.runtime.kafka_control import KafkaWorkerLink
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
+from sluicegate.operators.storage import NotFoundError, Storage
 
 __all__ = ["Worker"]
 

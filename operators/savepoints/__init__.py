@@ -8,13 +8,13 @@
 The format is documented in ``docs/savepoints.md``.
 """
 
-from operators.savepoints.exceptions import (
+from sluicegate.operators.savepoints.exceptions import (
     CorruptSavepointError,
     SavepointError,
     SavepointNotFoundError,
     SavepointRefusedError,
 )
-from operators.savepoints.manifest import (
+from sluicegate.operators.savepoints.manifest import (
     FORMAT_VERSION,
     OperatorState,
     PartitionRows,
@@ -22,7 +22,7 @@ from operators.savepoints.manifest import (
     SavepointManifest,
     SubtaskMetadata,
 )
-from operators.savepoints.rows import decode_rows, encode_rows
+from sluicegate.operators.savepoints.rows import decode_rows, encode_rows
 
 __all__ = [
     "FORMAT_VERSION",

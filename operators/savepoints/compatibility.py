@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from operators.graph import JobGraph
-from operators.savepoints.exceptions import SavepointRefusedError
-from operators.savepoints.sources import OperatorInfo
-from operators.state.store import PartitionId
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
+from sluicegate.operators.savepoints.sources import OperatorInfo
+from sluicegate.operators.state.store import PartitionId
 
 __all__ = ["check_restore"]
 

@@ -17,7 +17,7 @@ error names what is wrong and, where a person can act, what to do.
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = [
     "CorruptSavepointError",

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from operators.savepoints.exceptions import CorruptSavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError, SavepointRefusedError
 
 __all__ = [
     "FORMAT_VERSION",

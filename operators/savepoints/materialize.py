@@ -23,17 +23,17 @@ import shutil
 import time
 from pathlib import Path
 
-from operators.graph import JobGraph, SubtaskId
-from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotStore
-from operators.savepoints.compatibility import check_restore
-from operators.savepoints.exceptions import SavepointRefusedError
-from operators.savepoints.sources import OperatorInfo, Rows, StateSource
-from operators.specs import OperatorSpec
-from operators.state.rocksdb import RocksDBPartitionState, RocksDBStateStore
-from operators.state.store import PartitionId
-from operators.state.versions import UpgradeError
-from operators.storage import Storage
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.savepoints.compatibility import check_restore
+from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
+from sluicegate.operators.savepoints.sources import OperatorInfo, Rows, StateSource
+from sluicegate.operators.specs import OperatorSpec
+from sluicegate.operators.state.rocksdb import RocksDBPartitionState, RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId
+from sluicegate.operators.state.versions import UpgradeError
+from sluicegate.operators.storage import Storage
 
 __all__ = ["materialize_checkpoint"]
 

@@ -28,7 +28,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 
-from operators.savepoints.exceptions import CorruptSavepointError
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError
 
 __all__ = [
     "MAGIC",

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from operators.graph import SubtaskId
-from operators.runtime.manifest import CheckpointManifest
-from operators.runtime.state_transfer import SnapshotStore
-from operators.savepoints.exceptions import CorruptSavepointError
-from operators.savepoints.manifest import RowsFile, SavepointManifest
-from operators.savepoints.rows import decode_rows
-from operators.state import codec
-from operators.state.rocksdb import RocksDBStateStore
-from operators.state.store import PartitionId
-from operators.storage import CorruptFileError, NotFoundError, Storage, StoredFile
-from operators.storage.layout import savepoint_prefix
+from sluicegate.operators.graph import SubtaskId
+from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError
+from sluicegate.operators.savepoints.manifest import RowsFile, SavepointManifest
+from sluicegate.operators.savepoints.rows import decode_rows
+from sluicegate.operators.state import codec
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId
+from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage, StoredFile
+from sluicegate.operators.storage.layout import savepoint_prefix
 
 __all__ = [
     "CHUNK_BYTES",

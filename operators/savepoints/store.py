@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.savepoints.exceptions import (
+from sluicegate.operators.savepoints.exceptions import (
     CorruptSavepointError,
     SavepointError,
     SavepointNotFoundError,
 )
-from operators.savepoints.manifest import SavepointManifest
-from operators.storage import NotFoundError, Storage
-from operators.storage.layout import SAVEPOINTS, savepoint_prefix
+from sluicegate.operators.savepoints.manifest import SavepointManifest
+from sluicegate.operators.storage import NotFoundError, Storage
+from sluicegate.operators.storage.layout import SAVEPOINTS, savepoint_prefix
 
 __all__ = ["MANIFEST", "SavepointStore", "StoredSavepoint"]
 

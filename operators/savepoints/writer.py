@@ -22,19 +22,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from operators.savepoints.exceptions import SavepointRefusedError
-from operators.savepoints.manifest import (
+from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
+from sluicegate.operators.savepoints.manifest import (
     OperatorState,
     PartitionRows,
     RowsFile,
     SavepointManifest,
     SubtaskMetadata,
 )
-from operators.savepoints.rows import encode_rows
-from operators.savepoints.sources import CHUNK_BYTES, StateSource
-from operators.savepoints.store import SavepointStore
-from operators.storage import Storage
-from operators.storage.layout import savepoint_prefix
+from sluicegate.operators.savepoints.rows import encode_rows
+from sluicegate.operators.savepoints.sources import CHUNK_BYTES, StateSource
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.layout import savepoint_prefix
 
 __all__ = ["SavepointProgress", "write_savepoint"]
 

@@ -7,8 +7,8 @@
 * :mod:`operators.state.exceptions`: the error tree.
 """
 
-from operators.state.codec import RocksDBOptions
-from operators.state.exceptions import (
+from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.exceptions import (
     CheckpointExistsError,
     InvalidPartitionError,
     ReservedKeyError,
@@ -19,15 +19,19 @@ from operators.state.exceptions import (
     StateOpenError,
     StateSchemaVersionError,
 )
-from operators.state.local_checkpoint import (
+from sluicegate.operators.state.local_checkpoint import (
     CheckpointFile,
     CheckpointInventory,
     FileKind,
     LocalCheckpoint,
     SstKey,
 )
-from operators.state.rocksdb import SCHEMA_VERSION, RocksDBPartitionState, RocksDBStateStore
-from operators.state.store import PartitionId, PartitionState, PendingWrites, StateStore
+from sluicegate.operators.state.rocksdb import (
+    SCHEMA_VERSION,
+    RocksDBPartitionState,
+    RocksDBStateStore,
+)
+from sluicegate.operators.state.store import PartitionId, PartitionState, PendingWrites, StateStore
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -29,8 +29,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import BinaryIO, Final, TypeAlias
 
-from operators.protocol.messages import SEGMENT_NAME
-from operators.state.exceptions import StateError, StateIOError
+from sluicegate.operators.protocol.messages import SEGMENT_NAME
+from sluicegate.operators.state.exceptions import StateError, StateIOError
 
 __all__ = [
     "ChangelogFormatError",

@@ -87,7 +87,7 @@ from typing import Any
 
 from rocksdict import BlockBasedOptions, DBCompactionStyle, Options
 
-from operators.state.store import PartitionId
+from sluicegate.operators.state.store import PartitionId
 
 __all__ = [
     "META_PREFIX",

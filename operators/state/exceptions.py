@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from operators.exceptions import FatalError, SluicegateError
+from sluicegate.operators.exceptions import FatalError, SluicegateError
 
 __all__ = [
     "CheckpointExistsError",

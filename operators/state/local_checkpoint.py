@@ -35,8 +35,12 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rocksdict import Checkpoint
 
-from operators.state.changelog import segment_checkpoint_id
-from operators.state.exceptions import CheckpointExistsError, RestoreSourceError, StateIOError
+from sluicegate.operators.state.changelog import segment_checkpoint_id
+from sluicegate.operators.state.exceptions import (
+    CheckpointExistsError,
+    RestoreSourceError,
+    StateIOError,
+)
 
 __all__ = [
     "INVENTORY_SCHEMA_VERSION",

@@ -24,17 +24,22 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
-from operators.state import codec
-from operators.state.changelog import ChangelogFormatError, ChangelogWriter, Op, read_segment
-from operators.state.codec import RocksDBOptions
-from operators.state.exceptions import (
+from sluicegate.operators.state import codec
+from sluicegate.operators.state.changelog import (
+    ChangelogFormatError,
+    ChangelogWriter,
+    Op,
+    read_segment,
+)
+from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.exceptions import (
     ReservedKeyError,
     StateClosedError,
     StateIOError,
     StateOpenError,
     StateSchemaVersionError,
 )
-from operators.state.local_checkpoint import (
+from sluicegate.operators.state.local_checkpoint import (
     FileKind,
     LocalCheckpoint,
     SstKey,
@@ -43,7 +48,7 @@ from operators.state.local_checkpoint import (
     materialize_checkpoint,
     relink_local_checkpoint,
 )
-from operators.state.store import PartitionId, PendingWrites
+from sluicegate.operators.state.store import PartitionId, PendingWrites
 
 __all__ = ["SCHEMA_VERSION", "RocksDBPartitionState", "RocksDBStateStore"]
 

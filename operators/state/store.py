@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Protocol
 
-from operators.state.exceptions import InvalidPartitionError
+from sluicegate.operators.state.exceptions import InvalidPartitionError
 
 __all__ = ["MAX_PARTITION", "PartitionId", "PartitionState", "PendingWrites", "StateStore"]
 

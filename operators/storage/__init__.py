@@ -20,9 +20,9 @@ Errors (from :mod:`operators.storage.exceptions`)::
 Every one of them also derives from ``StorageError``.
 """
 
-from operators.storage import layout
-from operators.storage.base import ContentAddressedUpload, Storage, StoredFile
-from operators.storage.exceptions import (
+from sluicegate.operators.storage import layout
+from sluicegate.operators.storage.base import ContentAddressedUpload, Storage, StoredFile
+from sluicegate.operators.storage.exceptions import (
     AlreadyExistsError,
     CorruptFileError,
     InvalidPathError,
@@ -32,8 +32,8 @@ from operators.storage.exceptions import (
     StorageError,
     StorageUnavailableError,
 )
-from operators.storage.factory import open_storage
-from operators.storage.obstore_storage import ObstoreStorage
+from sluicegate.operators.storage.factory import open_storage
+from sluicegate.operators.storage.obstore_storage import ObstoreStorage
 
 __all__ = [
     "AlreadyExistsError",

@@ -37,9 +37,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from operators.storage.base import Storage, StoredFile
-from operators.storage.exceptions import InvalidPathError, NotFoundError
-from operators.storage.layout import BLOBS
+from sluicegate.operators.storage.base import Storage, StoredFile
+from sluicegate.operators.storage.exceptions import InvalidPathError, NotFoundError
+from sluicegate.operators.storage.layout import BLOBS
 
 __all__ = [
     "BLOB_ID",

@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from operators.exceptions import FatalError, RetryableError, SluicegateError
+from sluicegate.operators.exceptions import FatalError, RetryableError, SluicegateError
 
 if TYPE_CHECKING:
-    from operators.storage.base import StoredFile
+    from sluicegate.operators.storage.base import StoredFile
 
 __all__ = [
     "AlreadyExistsError",

@@ -26,11 +26,11 @@ from urllib.parse import unquote, urlsplit
 
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from operators.exceptions import ConfigError
-from operators.storage.base import Storage
-from operators.storage.exceptions import InvalidPathError
-from operators.storage.layout import validate_path
-from operators.storage.obstore_storage import (
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.storage.base import Storage
+from sluicegate.operators.storage.exceptions import InvalidPathError
+from sluicegate.operators.storage.layout import validate_path
+from sluicegate.operators.storage.obstore_storage import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MAX_CONCURRENCY,
     ObstoreStorage,

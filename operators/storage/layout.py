@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from operators.storage.exceptions import InvalidPathError
+from sluicegate.operators.storage.exceptions import InvalidPathError
 
 __all__ = [
     "ATTEMPTS",

@@ -17,8 +17,8 @@ from typing import IO, TYPE_CHECKING
 import obstore
 from obstore import exceptions as obstore_errors
 
-from operators.storage.base import ContentAddressedUpload, StoredFile
-from operators.storage.exceptions import (
+from sluicegate.operators.storage.base import ContentAddressedUpload, StoredFile
+from sluicegate.operators.storage.exceptions import (
     AlreadyExistsError,
     CorruptFileError,
     LocalFileChangedError,
@@ -26,7 +26,7 @@ from operators.storage.exceptions import (
     StorageBackendError,
     StorageUnavailableError,
 )
-from operators.storage.layout import join, validate_path, validate_prefix
+from sluicegate.operators.storage.layout import join, validate_path, validate_prefix
 
 if TYPE_CHECKING:
     from obstore import BytesStream

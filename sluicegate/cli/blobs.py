@@ -20,10 +20,10 @@ import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from coordinator.config import CoordinatorSettings
-from operators.storage import Storage, StorageError, open_storage
-from operators.storage.blobs import BlobListing, BlobStore, subject_digest
 from sluicegate.cli.text import bytes_text, table
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.operators.storage import Storage, StorageError, open_storage
+from sluicegate.operators.storage.blobs import BlobListing, BlobStore, subject_digest
 
 __all__ = ["register", "render_blobs"]
 

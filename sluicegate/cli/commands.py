@@ -25,15 +25,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from coordinator.config import CoordinatorSettings
-from coordinator.httpapi.auth import admin_token
-from coordinator.httpapi.client import (
-    CoordinatorApiError,
-    CoordinatorClient,
-    CoordinatorUnreachableError,
-)
-from coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
-from operators.exceptions import ConfigError
 from sluicegate.cli.text import (
     bytes_text,
     counts_rows,
@@ -42,6 +33,15 @@ from sluicegate.cli.text import (
     seconds_text,
     table,
 )
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.coordinator.httpapi.auth import admin_token
+from sluicegate.coordinator.httpapi.client import (
+    CoordinatorApiError,
+    CoordinatorClient,
+    CoordinatorUnreachableError,
+)
+from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = [
     "DEFAULT_URL",

@@ -14,11 +14,11 @@ import getpass
 import sys
 from typing import TYPE_CHECKING, Any
 
-from operators.exceptions import ConfigError
-from operators.kafka import KafkaSettings
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka import KafkaSettings
 
 if TYPE_CHECKING:
-    from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
+    from sluicegate.coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
 
 __all__ = ["add_decision_commands", "coordinator_client", "report_api_error", "who_asks"]
 
@@ -70,9 +70,9 @@ def _decide(args: argparse.Namespace) -> int:
     """``sluicegate approve|reject RUN``: check in the agent's events topic that the run waits
     for approval (else exit 1 saying why: unknown run, or its status), then write the decision.
     """
-    from agents.client import send_decision
-    from agents.messages import ApprovalDecision
-    from agents.run_directory import RunDirectory
+    from sluicegate.agents.client import send_decision
+    from sluicegate.agents.messages import ApprovalDecision
+    from sluicegate.agents.run_directory import RunDirectory
 
     if args.url is not None:
         return _decide_over_api(args)
@@ -100,7 +100,7 @@ def _decide(args: argparse.Namespace) -> int:
 def _decide_over_api(args: argparse.Namespace) -> int:
     """``sluicegate approve|reject RUN --url URL``: the coordinator checks the run and writes
     the decision, with the token's name as who decides."""
-    from coordinator.httpapi.client import CoordinatorApiError
+    from sluicegate.coordinator.httpapi.client import CoordinatorApiError
 
     client = coordinator_client(args, who="who decides")
     try:
@@ -119,8 +119,8 @@ def coordinator_client(args: argparse.Namespace, *, who: str) -> CoordinatorClie
     """The client of ``--url`` with ``$SLUICEGATE_API_TOKEN``, for a command about a run; the
     coordinator takes ``who`` from the token and knows the agent's topics, so ``--by``,
     ``--topic`` and ``--events-topic`` are refused."""
-    from coordinator.httpapi.client import CoordinatorClient
     from sluicegate.cli.commands import api_token
+    from sluicegate.coordinator.httpapi.client import CoordinatorClient
 
     if args.by is not None or args.topic is not None or args.events_topic is not None:
         raise ConfigError(

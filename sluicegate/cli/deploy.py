@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["register"]
 

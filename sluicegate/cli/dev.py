@@ -9,10 +9,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from coordinator.config import CoordinatorSettings
-from operators.exceptions import ConfigError
+from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["register"]
 

@@ -11,9 +11,9 @@ import importlib
 import os
 import sys
 
-from operators.exceptions import ConfigError
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
 
 __all__ = ["load_graph"]
 

@@ -39,9 +39,6 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from coordinator.config import CoordinatorSettings
-from operators.exceptions import SluicegateError
-from operators.kafka import KafkaLike, KafkaSettings
 from sluicegate.cli.blobs import register as register_blob_commands
 from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.decisions import add_decision_commands
@@ -52,7 +49,10 @@ from sluicegate.cli.processes import register as register_process_commands
 from sluicegate.cli.rollback import add_rollback_command
 from sluicegate.cli.runs import add_runs_commands
 from sluicegate.cli.savepoints import register as register_savepoint_commands
+from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+from sluicegate.operators.exceptions import SluicegateError
+from sluicegate.operators.kafka import KafkaLike, KafkaSettings
 
 __all__ = ["console", "main"]
 
@@ -152,8 +152,8 @@ def _audit(args: argparse.Namespace) -> int:
     """``sluicegate checkpoint audit``: orphans in checkpoint storage; ``--delete`` removes the
     ones the audit rule allows (a file must be found orphaned by two audits with a completed
     checkpoint in between; the previous report is kept in storage at ``audits/last.json``)."""
-    from coordinator.retention import audit, delete_orphans, load_report, save_report
-    from operators.storage import open_storage
+    from sluicegate.coordinator.retention import audit, delete_orphans, load_report, save_report
+    from sluicegate.operators.storage import open_storage
 
     storage = open_storage(CoordinatorSettings().storage_url)
 

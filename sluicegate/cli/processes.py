@@ -15,20 +15,20 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from coordinator.config import CoordinatorSettings
-from coordinator.httpapi.auth import ApiTokens, is_loopback
-from coordinator.job_state import JobState
-from coordinator.service import Coordinator
-from operators.exceptions import ConfigError
-from operators.kafka import KafkaSettings
 from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.coordinator.httpapi.auth import ApiTokens, is_loopback
+from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.service import Coordinator
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka import KafkaSettings
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from operators.runtime.loop_health import LoopHealth
-    from operators.runtime.worker import Worker
+    from sluicegate.operators.runtime.loop_health import LoopHealth
+    from sluicegate.operators.runtime.worker import Worker
 
 __all__ = ["register"]
 
@@ -167,9 +167,9 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
 
 
 def _coordinator(args: argparse.Namespace) -> int:
-    from coordinator.options import CoordinatorOptions
-    from operators.storage import open_storage
     from sluicegate.cli.loader import load_graph
+    from sluicegate.coordinator.options import CoordinatorOptions
+    from sluicegate.operators.storage import open_storage
 
     settings = CoordinatorSettings()
     tokens = _api_tokens(settings, args.http_host)
@@ -190,8 +190,8 @@ def _coordinator(args: argparse.Namespace) -> int:
     )
     from prometheus_client import CollectorRegistry
 
-    from coordinator.metrics import CoordinatorCollector
-    from operators.runtime.metrics_server import MetricsServer
+    from sluicegate.coordinator.metrics import CoordinatorCollector
+    from sluicegate.operators.runtime.metrics_server import MetricsServer
 
     registry = CollectorRegistry()
     registry.register(CoordinatorCollector(service))
@@ -238,16 +238,16 @@ async def _serve_coordinator(
     port: int,
 ) -> None:
     """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
-    from agents.agent import agents_in
-    from agents.approval_routes import approvals_router
-    from agents.rollback_routes import rollback_router
-    from agents.run_routes import runs_router
-    from coordinator.httpapi.app import create_app
-    from coordinator.httpapi.auth import Scope, identity, requirement
-    from coordinator.httpapi.savepoints import savepoints_router
-    from coordinator.httpapi.server import serve
-    from coordinator.savepoints.view import CoordinatorSavepoints
-    from coordinator.status import CoordinatorStatus
+    from sluicegate.agents.agent import agents_in
+    from sluicegate.agents.approval_routes import approvals_router
+    from sluicegate.agents.rollback_routes import rollback_router
+    from sluicegate.agents.run_routes import runs_router
+    from sluicegate.coordinator.httpapi.app import create_app
+    from sluicegate.coordinator.httpapi.auth import Scope, identity, requirement
+    from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+    from sluicegate.coordinator.httpapi.server import serve
+    from sluicegate.coordinator.savepoints.view import CoordinatorSavepoints
+    from sluicegate.coordinator.status import CoordinatorStatus
 
     app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
     app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
@@ -271,12 +271,12 @@ async def _serve_coordinator(
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from operators.runtime.loop_health import LoopHealth
-    from operators.runtime.metrics_server import MetricsServer
-    from operators.runtime.subtask import SubtaskSettings
-    from operators.runtime.worker import Worker
-    from operators.storage import open_storage
     from sluicegate.cli.loader import load_graph
+    from sluicegate.operators.runtime.loop_health import LoopHealth
+    from sluicegate.operators.runtime.metrics_server import MetricsServer
+    from sluicegate.operators.runtime.subtask import SubtaskSettings
+    from sluicegate.operators.runtime.worker import Worker
+    from sluicegate.operators.storage import open_storage
 
     settings = CoordinatorSettings()
     graph = load_graph(args.pipeline)

@@ -17,9 +17,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from operators.kafka import KafkaLike
-from operators.kafka.exceptions import KafkaUnreachableError
-from operators.kafka.probe import probe
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.kafka.exceptions import KafkaUnreachableError
+from sluicegate.operators.kafka.probe import probe
 
 __all__ = ["wait_for_kafka"]
 

@@ -17,9 +17,9 @@ import asyncio
 import sys
 from typing import Any
 
-from operators.exceptions import ConfigError
-from operators.kafka import KafkaSettings
 from sluicegate.cli.decisions import coordinator_client, report_api_error, who_asks
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka import KafkaSettings
 
 __all__ = ["add_rollback_command"]
 
@@ -64,11 +64,11 @@ def run_rollback(args: argparse.Namespace) -> int:
         raise ConfigError("--to-step", "a step is 0 or more")
     if args.url is not None:
         return _over_api(args)
-    from agents.client import send_command
-    from agents.exceptions import UnknownRunError
-    from agents.messages import RollbackRun
-    from agents.run_directory import RunDirectory
-    from agents.state import RunStatus
+    from sluicegate.agents.client import send_command
+    from sluicegate.agents.exceptions import UnknownRunError
+    from sluicegate.agents.messages import RollbackRun
+    from sluicegate.agents.run_directory import RunDirectory
+    from sluicegate.agents.state import RunStatus
 
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"
@@ -100,7 +100,7 @@ def run_rollback(args: argparse.Namespace) -> int:
 
 
 def _over_api(args: argparse.Namespace) -> int:
-    from coordinator.httpapi.client import CoordinatorApiError
+    from sluicegate.coordinator.httpapi.client import CoordinatorApiError
 
     client = coordinator_client(args, who="who asks")
     try:

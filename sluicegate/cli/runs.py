@@ -26,14 +26,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.client import request_fork
-from agents.fork import ForkPatch, parse_patch
-from agents.history import RunHistory
-from agents.replay import replay
-from operators.exceptions import ConfigError
-from operators.kafka import KafkaSettings
+from sluicegate.agents.client import request_fork
+from sluicegate.agents.fork import ForkPatch, parse_patch
+from sluicegate.agents.history import RunHistory
+from sluicegate.agents.replay import replay
 from sluicegate.cli.decisions import who_asks
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka import KafkaSettings
 
 __all__ = ["add_runs_commands"]
 

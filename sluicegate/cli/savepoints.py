@@ -20,20 +20,20 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from coordinator.config import CoordinatorSettings
-from coordinator.httpapi.client import (
+from sluicegate.cli.commands import api_token
+from sluicegate.cli.text import bytes_text, table
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.coordinator.httpapi.client import (
     CoordinatorApiError,
     CoordinatorClient,
     CoordinatorUnreachableError,
 )
-from coordinator.httpapi.savepoint_models import SavepointInfo
-from coordinator.savepoints.census import count_state_versions
-from coordinator.savepoints.view import stored_info
-from operators.savepoints import SavepointError, SavepointNotFoundError
-from operators.savepoints.store import SavepointStore
-from operators.storage import Storage, open_storage
-from sluicegate.cli.commands import api_token
-from sluicegate.cli.text import bytes_text, table
+from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
+from sluicegate.coordinator.savepoints.census import count_state_versions
+from sluicegate.coordinator.savepoints.view import stored_info
+from sluicegate.operators.savepoints import SavepointError, SavepointNotFoundError
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import Storage, open_storage
 
 __all__ = ["progress_line", "register", "render_savepoints"]
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, TextIO
 
-from coordinator.httpapi.view import CheckpointInfo, JobStatus, WorkerInfo
-from operators.exceptions import SluicegateError
 from sluicegate.cli.text import (
     bytes_text,
     counts_rows,
@@ -24,6 +22,8 @@ from sluicegate.cli.text import (
     seconds_text,
     table,
 )
+from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, WorkerInfo
+from sluicegate.operators.exceptions import SluicegateError
 
 __all__ = ["JobSource", "render", "watch"]
 

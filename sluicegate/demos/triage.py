@@ -37,16 +37,30 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.agent import add_agent
-from agents.declaration import Agent, AgentTopics, TaskFeed
-from agents.journal import LookupFound, LookupNotFound, LookupResult, OnUnknown
-from agents.messages import RunResult, TaskRequest
-from agents.models.contract import ChatMessage, ToolCall
-from agents.models.scripted import Policy, ScriptedModel
-from agents.tools import Tool, ToolContext, ToolKind, tool
-from operators.contract import Context, Record
-from operators.exceptions import RetryableError
-from operators.pipeline import Pipeline
+from sluicegate import (
+    Agent,
+    AgentTopics,
+    ChatMessage,
+    Context,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    OnUnknown,
+    Pipeline,
+    Record,
+    RetryableError,
+    RunResult,
+    ScriptedModel,
+    TaskFeed,
+    TaskRequest,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolKind,
+    add_agent,
+    tool,
+)
+from sluicegate.agents.models import Policy
 
 __all__ = ["Ticket", "classify", "refund_task", "support_pipeline", "triage_task"]
 

@@ -13,94 +13,22 @@ import random
 import tempfile
 import time
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter
 from pathlib import Path
 
-from aiokafka import ConsumerRecord
+from sluicegate import JobGraph
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import LocalJob, counts_by_word, produce_lines, read_committed, word_count
 
-from coordinator.local import LocalJob
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.pipeline import Pipeline
-from operators.runtime.readers import committed_from_start
-from operators.storage import open_storage
-
-__all__ = ["demo_graph", "read_sink", "run_demo", "word_count"]
+__all__ = ["demo_graph", "run_demo"]
 
 _WORDS = ("kafka", "barrier", "snapshot", "agent", "tool", "model", "offset", "journal")
-PARTITIONS = 4
-
-
-def word_count(
-    tag: str,
-    *,
-    exactly_once: bool = True,
-    source: str | None = None,
-    tokenizers: int = 2,
-    counters: int = 2,
-) -> JobGraph:
-    """Source ``lines-<tag>`` (or ``source``) → tokenizer x2 → ``words-<tag>`` → counter x2 →
-    sink ``counts-<tag>`` (other parallelisms: ``tokenizers``, ``counters``)."""
-    lines, words, counts = source or f"lines-{tag}", f"words-{tag}", f"counts-{tag}"
-
-    def tokenize(record: Record, ctx: Context) -> None:
-        for word in record.value.decode().split():
-            ctx.emit(words, b"1", key=word.encode())
-
-    def count(record: Record, ctx: Context) -> None:
-        total = int(ctx.state.get(record.key or b"") or b"0") + int(record.value)
-        ctx.state.put(record.key or b"", str(total).encode())
-        ctx.emit(counts, str(total).encode(), key=record.key)
-
-    p = Pipeline(f"wordcount-{tag}")
-    p.source(lines, partitions=PARTITIONS)
-    p.topic(words, partitions=PARTITIONS)
-    p.sink(counts, partitions=PARTITIONS, exactly_once=exactly_once)
-    p.operator("tokenizer", tokenize, inputs=lines, outputs=words, parallelism=tokenizers)
-    p.operator("counter", count, inputs=words, outputs=counts, parallelism=counters)
-    return p.build()
 
 
 def demo_graph() -> JobGraph:
     """The demo word count with fixed topic names (``lines-demo`` ...), for ``--pipeline``."""
     return word_count("demo")
-
-
-async def produce_lines(bootstrap: KafkaLike, topic: str, lines: list[str]) -> None:
-    """Write ``lines`` to ``topic`` with an idempotent producer."""
-    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, linger_ms=5)
-    try:
-        await producer.start()
-        for i, line in enumerate(lines):
-            await producer.send(topic, line.encode(), key=str(i).encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
-async def read_sink(
-    bootstrap: KafkaLike, topic: str, expected: int, timeout_s: float
-) -> list[ConsumerRecord[bytes, bytes]]:
-    """Every committed record of ``topic`` once ``expected`` have arrived (or the time is up)."""
-    async with committed_from_start(bootstrap, topic, PARTITIONS) as consumer:
-        records: list[ConsumerRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + timeout_s
-        while len(records) < expected and time.monotonic() < deadline:
-            for batch in (await consumer.getmany(timeout_ms=500, max_records=10_000)).values():
-                records.extend(batch)
-        return records
-
-
-def counts_by_word(records: Iterable[ConsumerRecord[bytes, bytes]]) -> dict[str, list[int]]:
-    """The counts sink's records as word -> the counts published for it, in order (exactly
-    once means ``1..n`` for a word seen ``n`` times)."""
-    seen: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        seen[(r.key or b"").decode()].append(int(r.value or b"0"))
-    return seen
 
 
 async def run_demo(
@@ -142,7 +70,7 @@ async def run_demo(
     print(f"produced {records - records // 2} more lines")
 
     total = sum(expected.values())
-    published = await read_sink(bootstrap, f"counts-{tag}", total, timeout_s=300)
+    published = await read_committed(bootstrap, f"counts-{tag}", total, timeout_s=300)
     second.raise_failure()
     await second.crash()
     elapsed = time.monotonic() - started

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from operators.exceptions import ConfigError
 from sluicegate.deploy.manifests import BASE_FILES, MONITORING_FILES, Manifest, load
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = [
     "CONFIG_NAME",

@@ -20,8 +20,8 @@ import re
 import shlex
 from typing import Any
 
-from operators.exceptions import ConfigError
 from sluicegate.deploy.manifests import Manifest
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["restore_patch", "savepoint_pod"]
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from operators.kafka import clients as kafka_clients
 from sluicegate.devkafka.exceptions import BrokerStartError
 from sluicegate.devkafka.jars import broker_resources, ensure_jars, require_tool
 from sluicegate.devkafka.secure import SaslSslListener
+from sluicegate.operators.kafka import clients as kafka_clients
 
 __all__ = [
     "DevBroker",

@@ -8,7 +8,7 @@ FatalError
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = ["BrokerStartError", "MissingToolError"]
 

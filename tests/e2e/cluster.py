@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import word_count
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.testing import word_count
 from tests.helpers import wait_for_sync
 
 __all__ = ["Cluster", "WordCountJob", "start_word_count", "word_count_module"]
@@ -24,7 +24,7 @@ __all__ = ["Cluster", "WordCountJob", "start_word_count", "word_count_module"]
 
 def word_count_module(tag: str) -> str:
     """The source of a pipeline module for `Cluster`: the demo word count of ``tag``."""
-    return f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
+    return f"from sluicegate.testing import word_count\ngraph = word_count({tag!r})\n"
 
 
 @dataclass(frozen=True, slots=True)

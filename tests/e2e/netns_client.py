@@ -18,8 +18,8 @@ from pathlib import Path
 
 import boto3  # type: ignore[import-untyped]
 
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.testing import produce_lines, read_committed, word_count
 
 
 def _bucket(endpoint: str, name: str) -> None:
@@ -39,7 +39,7 @@ async def _produce(bootstrap: str, tag: str, lines: list[str]) -> None:
 
 
 async def _sink(bootstrap: str, tag: str, expected: int, timeout_s: float) -> None:
-    records = await read_sink(bootstrap, f"counts-{tag}", expected, timeout_s)
+    records = await read_committed(bootstrap, f"counts-{tag}", expected, timeout_s)
     pairs = [[(r.key or b"").decode(), int(r.value or b"0")] for r in records]
     json.dump(pairs, sys.stdout)
 

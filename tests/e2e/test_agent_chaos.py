@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.agent import AgentTopics
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from operators.runtime.readers import committed_from_start
+from sluicegate import AgentTopics
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import TaskRequest
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.testing import fault_env
 from tests.e2e.cluster import Cluster
 from tests.helpers import wait_for
 
@@ -87,11 +88,11 @@ async def test_sigkilled_workers_never_repeat_an_effect(
     rng = random.Random(20261130)
     tag = uuid.uuid4().hex[:8]
     topics = topics_of(tag)
-    faults = "tool.issue_refund.after_call=0.02x2,tool.send_email.after_call=0.02x2"
+    faults = {"tool.issue_refund.after_call": "0.02x2", "tool.send_email.after_call": "0.02x2"}
     fault_state = tmp_path / "faults.state"
     cluster = Cluster(
         tmp_path, desk_module(tag, world.url, parallelism=PARTITIONS), kafka_bootstrap,
-        env={"SLUICEGATE_FAULTS": faults, "SLUICEGATE_FAULTS_STATE": str(fault_state)},
+        env=fault_env(faults, fault_state),
     )  # fmt: skip
     cluster_factory.append(cluster)
     workers = ["worker-1", "worker-2", "worker-3"]

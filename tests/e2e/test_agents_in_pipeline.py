@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from operators.runtime.readers import committed_from_start
-from operators.runtime.topics import dead_letter_topic
 from sluicegate.demos.triage import REFUND_WORDS
 from sluicegate.devkafka import DevBroker
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.runtime.topics import dead_letter_topic
 from tests.e2e.cluster import Cluster
 from tests.e2e.ledger import Ledger
 from tests.helpers import wait_for

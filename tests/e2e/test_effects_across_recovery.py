@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer
 
-from agents.client import submit_tasks
-from agents.declaration import AgentTopics
-from agents.messages import TaskRequest
-from operators.runtime.readers import committed_from_start
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.operators.runtime.readers import committed_from_start
 from tests.e2e.cluster import Cluster
 from tests.e2e.ledger import Ledger
 from tests.helpers import wait_for
@@ -53,13 +53,13 @@ def ledger_module(tag: str, url: str, parallelism: int = 2) -> str:
     """A pipeline module for `Cluster`: an agent whose scripted model writes WRITES times."""
     return f'''
 import asyncio, json, urllib.request
-from agents.agent import add_agent
-from agents.declaration import Agent, AgentTopics
-from agents.journal import OnUnknown
-from agents.models.contract import ChatMessage, ToolCall
-from agents.models.scripted import ScriptedModel
-from agents.tools import ToolContext, ToolKind, tool
-from operators.pipeline import Pipeline
+from sluicegate import add_agent
+from sluicegate.agents.declaration import Agent, AgentTopics
+from sluicegate.agents.journal import OnUnknown
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.models.scripted import ScriptedModel
+from sluicegate.agents.tools import ToolContext, ToolKind, tool
+from sluicegate.operators.pipeline import Pipeline
 
 def _post(key, run_id):
     request = urllib.request.Request(

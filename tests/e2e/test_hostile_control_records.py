@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from operators.protocol.wire import to_coordinator_topic, to_workers_topic
-from sluicegate.demos.wordcount import produce_lines, read_sink
+from sluicegate.operators.protocol.wire import to_coordinator_topic, to_workers_topic
+from sluicegate.testing import produce_lines, read_committed
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
 from tests.helpers import assert_counted_exactly_once, kcat_produce
@@ -31,7 +31,7 @@ async def test_hostile_control_records_stop_nothing_and_restart_nothing(
         await kcat_produce(kafka_bootstrap, topic, records)
     await produce_lines(kafka_bootstrap, f"lines-{job.tag}", job.lines[1::2])
     total = sum(job.expected.values())
-    counts = await read_sink(kafka_bootstrap, f"counts-{job.tag}", total, timeout_s=120)
+    counts = await read_committed(kafka_bootstrap, f"counts-{job.tag}", total, timeout_s=120)
     await wait_for_more_checkpoints(job.cluster, storage, 2)
     assert_counted_exactly_once(counts, job.expected)
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
 from sluicegate.devkafka import DevBroker
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.e2e.cluster import Cluster, word_count_module
 from tests.helpers import (
     assert_counted_exactly_once,
@@ -104,10 +104,10 @@ async def test_sigkill_of_workers_and_coordinator_keeps_exactly_once(
         cluster.start(victim)
 
     total = sum(expected.values())
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=240)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, timeout_s=240)
     cluster.alive()
     await wait_for_more_checkpoints(cluster, storage, 1)
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
 
     assert_counted_exactly_once(records, expected)
     # Retention kept 3 checkpoints (plus, at most, the one the attempt restored from). Read
@@ -209,7 +209,7 @@ async def test_the_broker_away_for_ten_seconds_stalls_then_recovers(
 
         await produce_lines(broker.bootstrap, f"lines-{tag}", lines[5000:])
         total = sum(expected.values())
-        records = await read_sink(broker.bootstrap, f"counts-{tag}", total, timeout_s=240)
+        records = await read_committed(broker.bootstrap, f"counts-{tag}", total, timeout_s=240)
         cluster.alive()
         # When the job stalls after the outage (seen once under load, cause not found), the
         # process logs say where.

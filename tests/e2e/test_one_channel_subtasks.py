@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import PARTITIONS, produce_lines, read_sink, word_count
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.testing import PARTITIONS, produce_lines, read_committed, word_count
 from tests.e2e.cluster import Cluster
 from tests.helpers import assert_counted_exactly_once
 
@@ -28,7 +28,7 @@ async def test_subtasks_reading_one_channel_complete_checkpoints(
     rng = random.Random(4)
     tag = uuid.uuid4().hex[:8]
     module = (
-        "from sluicegate.demos.wordcount import word_count\n"
+        "from sluicegate.testing import word_count\n"
         f"graph = word_count({tag!r}, tokenizers={PARTITIONS})\n"
     )
     await ensure_topics(kafka_bootstrap, word_count(tag, tokenizers=PARTITIONS))
@@ -40,7 +40,7 @@ async def test_subtasks_reading_one_channel_complete_checkpoints(
     expected = Counter(w for line in lines for w in line.split())
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines)
 
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
     cluster.alive()
     assert_counted_exactly_once(records, expected)
     assert "does not decode" not in cluster.log_lines("coordinator", "does not decode")

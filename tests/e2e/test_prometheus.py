@@ -37,15 +37,15 @@ import httpx
 import pytest
 import yaml
 
-from agents.agent import AgentTopics
-from agents.client import send_decision, submit_tasks
-from agents.messages import ApprovalDecision, TaskRequest
-from coordinator.httpapi.client import CoordinatorClient
-from operators.exceptions import SluicegateError
-from operators.runtime.readers import committed_from_start
+from sluicegate import AgentTopics
+from sluicegate.agents.client import send_decision, submit_tasks
+from sluicegate.agents.messages import ApprovalDecision, TaskRequest
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.operators.exceptions import SluicegateError
+from sluicegate.operators.runtime.readers import committed_from_start
 from tests.helpers import wait_for
 from tests.observability import PROMETHEUS_DIR, dashboard_targets, load_dashboard
 
@@ -59,9 +59,9 @@ RATE_INTERVAL = "30s"
 PIPELINE_MODULE = """\
 import os
 
-from agents.agent import AgentTopics, add_agent
+from sluicegate import AgentTopics, add_agent
 from sluicegate.demos.refund_desk.agent import refund_desk
-from operators.pipeline import Pipeline
+from sluicegate.operators.pipeline import Pipeline
 
 TOPICS = AgentTopics(**{topics!r})
 

@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.agent import AgentTopics
-from agents.client import send_command, send_decision, submit_tasks
-from agents.faults import FAULTS_ENV, FAULTS_STATE_ENV
-from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
-from operators.runtime.readers import committed_from_start
+from sluicegate import AgentTopics
+from sluicegate.agents.client import send_command, send_decision, submit_tasks
+from sluicegate.agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.testing import fault_env
 from tests.alert_receiver import AlertReceiver
 from tests.e2e.cluster import Cluster
 from tests.helpers import wait_for
@@ -49,10 +49,10 @@ def desk_module(tag: str, world_url: str, webhook: str) -> str:
     """The refund desk's tools with a model that refunds two orders, then emails."""
     return f"""
 import json
-from agents.agent import Agent, AgentTopics, add_agent
-from agents.models.contract import ChatMessage, ToolCall
-from agents.models.scripted import ScriptedModel
-from operators.pipeline import Pipeline
+from sluicegate import Agent, AgentTopics, add_agent
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.models.scripted import ScriptedModel
+from sluicegate.operators.pipeline import Pipeline
 from sluicegate.demos.refund_desk.agent import WorldConnection, refund_desk_tools
 
 ORDERS = ("ord-{tag}-a", "ord-{tag}-b")
@@ -132,10 +132,7 @@ async def test_a_rollback_compensates_each_refund_once_across_sigkills_and_alert
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     topics = topics_of(tag)
-    env = {
-        FAULTS_ENV: "tool.reverse_refund.after_call=1x1",
-        FAULTS_STATE_ENV: str(tmp_path / "faults"),
-    }
+    env = fault_env({"tool.reverse_refund.after_call": "1x1"}, tmp_path / "faults")
     module = desk_module(tag, world.url, alerts.url)
     cluster = Cluster(tmp_path, module, kafka_bootstrap, slots=3, env=env)
     cluster_factory.append(cluster)

@@ -8,9 +8,9 @@ import asyncio
 import re
 from pathlib import Path
 
-from operators.runtime.manifest import ManifestStore
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.helpers import assert_counted_exactly_once
 
@@ -25,7 +25,7 @@ async def test_stop_then_start_again_keeps_exactly_once(
 
     # Stop while the pipeline is busy with the first half.
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:3000])
-    assert await read_sink(kafka_bootstrap, f"counts-{tag}", 1, timeout_s=120)
+    assert await read_committed(kafka_bootstrap, f"counts-{tag}", 1, timeout_s=120)
     out = await asyncio.to_thread(cluster.stop_job)  # the coordinator process ends with 0
     said = re.fullmatch(r"\S+ stopped at checkpoint (\d+); starting it again resumes there\n", out)
     assert said is not None, out
@@ -37,7 +37,7 @@ async def test_stop_then_start_again_keeps_exactly_once(
     cluster.start("coordinator")
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[3000:])
     total = sum(expected.values())
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=180)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, timeout_s=180)
     cluster.alive()
     assert_counted_exactly_once(records, expected)
     log = (cluster.logs / "coordinator.2.log").read_text()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from sluicegate.demos.wordcount import produce_lines, read_sink
+from sluicegate.testing import produce_lines, read_committed
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.e2e.test_kill_processes import VOCABULARY, wait_for_more_checkpoints
 from tests.helpers import assert_counted_exactly_once, wait_for
@@ -45,9 +45,9 @@ async def test_a_second_coordinator_fences_the_first_and_counts_stay_exactly_onc
     await wait_for(first_fenced, timeout_s=60, interval_s=0.2, what="the first to be fenced")
     await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[1::2])
     total = sum(expected.values())
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=120)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, timeout_s=120)
     await wait_for_more_checkpoints(cluster, storage, 2)  # the newer one checkpoints on
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
     assert_counted_exactly_once(records, expected)
 
     await asyncio.sleep(2)

@@ -12,8 +12,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from operators.runtime.topics import ensure_topics
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import wait_for
 
 
@@ -38,7 +38,7 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
     graph = word_count(tag)
     await ensure_topics(kafka_bootstrap, graph)
     (tmp_path / f"up_{tag}.py").write_text(
-        f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
+        f"from sluicegate.testing import word_count\ngraph = word_count({tag!r})\n"
     )
     env = {
         **os.environ,
@@ -59,7 +59,7 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
         words = ["alpha beta", "beta gamma", "gamma alpha"] * 500
         await produce_lines(kafka_bootstrap, f"lines-{tag}", words)
         expected = Counter(w for line in words for w in line.split())
-        first = await read_sink(kafka_bootstrap, f"counts-{tag}", 3, timeout_s=120)
+        first = await read_committed(kafka_bootstrap, f"counts-{tag}", 3, timeout_s=120)
         assert first, "no output from the pipeline under `up`"
 
         worker = next(p for p in _children(up.pid) if b"worker-1" in _cmdline(p))
@@ -74,7 +74,7 @@ async def test_up_runs_restarts_a_killed_worker_and_stops_on_ctrl_c(
 
         await produce_lines(kafka_bootstrap, f"lines-{tag}", words)
         total = 2 * sum(expected.values())
-        records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=120)
+        records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, timeout_s=120)
         finals: dict[bytes | None, int] = {}
         for r in records:
             finals[r.key] = max(finals.get(r.key, 0), int(r.value))

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.agent import AgentTopics
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from coordinator.httpapi.client import CoordinatorClient
-from operators.runtime.manifest import ManifestStore
-from operators.storage import open_storage
+from sluicegate import AgentTopics
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 from tests.e2e.cluster import Cluster
 from tests.helpers import wait_for
 
@@ -148,9 +148,9 @@ async def test_savepoint_new_version_restore_every_run_completes_once(
     )
     approving = asyncio.create_task(approver.run())
     try:
-        results = await read_sink(kafka_bootstrap, topics.results, RUNS, timeout_s=240)
+        results = await read_committed(kafka_bootstrap, topics.results, RUNS, timeout_s=240)
         await asyncio.sleep(2)  # a duplicate would be published within a few checkpoints
-        results = await read_sink(kafka_bootstrap, topics.results, 10**6, timeout_s=3)
+        results = await read_committed(kafka_bootstrap, topics.results, 10**6, timeout_s=3)
     finally:
         approving.cancel()
         await asyncio.gather(approving, return_exceptions=True)

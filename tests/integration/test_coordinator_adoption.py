@@ -10,12 +10,12 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from operators.runtime.topics import ensure_topics
-from operators.runtime.worker import Worker
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
 
 
@@ -69,7 +69,7 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
         for w in workers:  # the very same subtask objects: none was restarted
             assert all(w.subtasks[n] is s for n, s in hosted[w.worker_id].items())
         expected = Counter(word for line in lines for word in line.split())
-        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        counts = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         assert_counted_exactly_once(counts, expected)
     finally:
         for task in [*tasks, *([second] if second else [])]:

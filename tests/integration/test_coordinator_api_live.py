@@ -17,16 +17,16 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.client import CoordinatorClient
-from coordinator.httpapi.server import serve
-from coordinator.metrics import CoordinatorCollector
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.runtime.worker import Worker
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
+from sluicegate.coordinator.httpapi.server import serve
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 from tests.helpers import wait_for_sync
 
 

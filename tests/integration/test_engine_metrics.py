@@ -11,12 +11,12 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.local import LocalJob
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines
 from tests.helpers import wait_for
 
 RECORDS = 200

@@ -29,10 +29,10 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from operators.kafka import clients
-from operators.kafka.hanging_transactions import TransactionRecord, _describe_transaction
-from operators.runtime.sinks.kafka_transactions import KafkaTransactions
 from sluicegate.devkafka.broker import DevBroker
+from sluicegate.operators.kafka import clients
+from sluicegate.operators.kafka.hanging_transactions import TransactionRecord, _describe_transaction
+from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration

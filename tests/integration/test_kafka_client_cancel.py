@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from operators.kafka import clients
+from sluicegate.operators.kafka import clients
 
 pytestmark = pytest.mark.asyncio
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from operators.kafka import KafkaSettings
-from operators.kafka.exceptions import KafkaAuthenticationError
-from operators.kafka.probe import probe
 from sluicegate.demos.refund_desk.run import run_agent_demo
 from sluicegate.demos.wordcount import run_demo
 from sluicegate.devkafka import DevBroker, free_port
 from sluicegate.devkafka.secure import Certificate, SaslSslListener, make_certificate
+from sluicegate.operators.kafka import KafkaSettings
+from sluicegate.operators.kafka.exceptions import KafkaAuthenticationError
+from sluicegate.operators.kafka.probe import probe
 
 USER = "sluice"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from coordinator.local import LocalJob
-from operators.contract import Context, OpenContext, Operator, Record
-from operators.pipeline import Pipeline
-from operators.storage import open_storage
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.contract import Context, OpenContext, Operator, Record
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.storage import open_storage
 from tests.integration.test_subtask_records import consume, produce
 
 EVENTS: list[str] = []

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.metrics import CoordinatorCollector
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.runtime.worker import Worker
-from operators.storage import Storage, open_storage
-from sluicegate.demos.wordcount import produce_lines, word_count
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.testing import produce_lines, word_count
 from tests.helpers import assert_final_counts_at_least_once, sst_new_in_latest, wait_for
 
 WORDS = [f"w{i}" for i in range(12)]

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.httpapi.client import CoordinatorClient
-from coordinator.metrics import CoordinatorCollector
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.subtask import SubtaskSettings
-from operators.runtime.topics import ensure_topics
-from operators.savepoints.store import SavepointStore
-from operators.storage import open_storage
 from sluicegate.cli.main import _parser
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.subtask import SubtaskSettings
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, assert_final_counts_at_least_once, wait_for
 from tests.jobs import running
 
@@ -63,7 +63,7 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
 
     async def everything_counted_once() -> None:
         expected = Counter(w for line in produced for w in line.split())
-        records = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
+        records = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
         assert_counted_exactly_once(records, expected)
 
     # 1. parallelism 2: count, then stop-with-savepoint (CLI) while input is still arriving
@@ -126,7 +126,9 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines(random.Random(1), 300))
         client = CoordinatorClient(job.url)
         await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
-        assert await read_sink(kafka_bootstrap, f"counts-{tag}", 1, 60)  # the counters have rows
+        assert await read_committed(
+            kafka_bootstrap, f"counts-{tag}", 1, 60
+        )  # the counters have rows
         info = await asyncio.to_thread(client.create_savepoint, "live")
         assert info.name == "live"
 
@@ -155,7 +157,7 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
         assert [s.name for s in listed if s.status == "stored"] == ["live"]
         assert listed[0].state_versions == {"counter": 1, "tokenizer": 1}
         # a name taken is refused with what to do; so is a name that is a path
-        from coordinator.httpapi.client import CoordinatorApiError
+        from sluicegate.coordinator.httpapi.client import CoordinatorApiError
 
         with pytest.raises(CoordinatorApiError, match="exists already") as refused:
             await asyncio.to_thread(client.create_savepoint, "live")
@@ -181,7 +183,7 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
     await produce_lines(kafka_bootstrap, f"lines-{tag}", produced)
     async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "a") as job:
         expected = Counter(w for line in produced for w in line.split())
-        await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         job.coordinator.request_stop()
         await asyncio.wait_for(job.task, 30)
         final = job.coordinator.stopping.completed if job.coordinator.stopping else None
@@ -196,7 +198,7 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
         assert assign.restore_from is not None
         assert assign.restore_from > final
         expected = Counter(w for line in produced + more for w in line.split())
-        records = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
+        records = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 90)
         assert_counted_exactly_once(records, expected)
 
     async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "c",
@@ -222,7 +224,7 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     expected = Counter(w for line in produced for w in line.split())
     async with running(graph, storage, kafka_bootstrap, tmp_path / "a", settings,
                        full_checkpoint_every=2) as job:  # fmt: skip
-        await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         await wait_for(lambda: job.coordinator.stats.completed >= 4, timeout_s=30, what="4 done")
         job.coordinator.request_stop()
         await asyncio.wait_for(job.task, 30)

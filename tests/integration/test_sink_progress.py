@@ -17,7 +17,7 @@ import uuid
 
 from aiokafka import AIOKafkaProducer
 
-from operators.runtime.sinks.kafka_transactions import KafkaTransactions
+from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
 from tests.conftest import TopicFactory
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from coordinator.local import LocalJob
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.readers import committed_from_start
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import PARTITIONS, produce_lines, read_sink, word_count
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import PARTITIONS, produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, kcat_produce
 
 FORGED = [
@@ -84,7 +84,7 @@ async def test_source_topics_are_never_written_and_forged_headers_are_user_data(
         for job in jobs:
             await job.wait_for_checkpoints(3, timeout_s=60)
         for side in ("x", "y"):
-            counts = await read_sink(
+            counts = await read_committed(
                 kafka_bootstrap, f"counts-{tag}{side}", sum(expected.values()), 60
             )
             assert_counted_exactly_once(counts, expected)
@@ -129,7 +129,7 @@ async def test_a_checkpoint_completes_before_a_backlog_is_read(
         )
         assert read < len(lines), "the first checkpoint waited for the whole backlog"
         expected = Counter(word for line in lines for word in line.split())
-        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 120)
+        counts = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 120)
         assert_counted_exactly_once(counts, expected)
     finally:
         await job.crash()
@@ -181,7 +181,7 @@ async def test_two_pipelines_sharing_a_topic_name_never_take_each_others_records
                 kafka_bootstrap, f"in-{tag}{side}", [f"{side}{i}" for i in range(50)]
             )
         for side, job in jobs.items():
-            out = await read_sink(kafka_bootstrap, f"out-{tag}{side}", 50, 60)
+            out = await read_committed(kafka_bootstrap, f"out-{tag}{side}", 50, 60)
             assert sorted(r.value for r in out) == sorted(f"{side}{i}".encode() for i in range(50))
             await job.wait_for_checkpoints(job.completed + 2, timeout_s=60)
             job.raise_failure()
@@ -214,7 +214,7 @@ async def test_kcat_records_with_sg_headers_are_counted_as_user_data(
             kafka_bootstrap, f"lines-{tag}", "\n".join(lines).encode() + b"\n", *forged
         )
         expected = Counter(word for line in lines for word in line.split())
-        counts = await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
+        counts = await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         assert_counted_exactly_once(counts, expected)
         await job.wait_for_checkpoints(job.completed + 2, timeout_s=60)
         job.raise_failure()

@@ -12,17 +12,17 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.client import CoordinatorClient
-from coordinator.httpapi.server import serve
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.runtime.worker import Worker
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import counts_by_word, produce_lines, read_sink, word_count
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
+from sluicegate.coordinator.httpapi.server import serve
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import counts_by_word, produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -59,7 +59,8 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         await produce_lines(kafka_bootstrap, f"lines-{tag}", before)
         words_before = sum(len(line.split()) for line in before)
         assert (
-            len(await read_sink(kafka_bootstrap, f"counts-{tag}", words_before, 60)) == words_before
+            len(await read_committed(kafka_bootstrap, f"counts-{tag}", words_before, 60))
+            == words_before
         )
 
         # Stop while the second half is still being counted.
@@ -81,7 +82,7 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         assert await ManifestStore(storage).latest() is not None
 
         # Everything the final checkpoint covers was published, once: a prefix of each count.
-        published = counts_by_word(await read_sink(kafka_bootstrap, f"counts-{tag}", 10**9, 3))
+        published = counts_by_word(await read_committed(kafka_bootstrap, f"counts-{tag}", 10**9, 3))
         for word, seen in published.items():
             assert seen == list(range(1, len(seen) + 1)), word
 
@@ -98,7 +99,7 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
             assert second.attempt == first.attempt + 1
             expected = Counter(w for line in before + during for w in line.split())
             total = sum(expected.values())
-            records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, 90)
+            records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, 90)
             assert_counted_exactly_once(records, expected)
         finally:
             # Stopped, not cancelled, and often right after the assignment while subtasks

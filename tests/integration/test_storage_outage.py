@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from coordinator.local import LocalJob
-from operators.storage import Storage, StorageUnavailableError, open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.storage import Storage, StorageUnavailableError, open_storage
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
 
 _WRITES = {"put", "put_if_absent", "put_file", "put_content_addressed"}
@@ -80,7 +80,8 @@ async def test_a_storage_outage_aborts_checkpoints_without_a_recovery(
         assert job.attempt == attempt, "the outage cost a global recovery"
         expected = Counter(word for line in lines for word in line.split())
         assert_counted_exactly_once(
-            await read_sink(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60), expected
+            await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60),
+            expected,
         )
     finally:
         await job.crash()

@@ -24,7 +24,7 @@ from moto.moto_server.werkzeug_app import (
 from obstore.store import S3Store
 from werkzeug.serving import make_server
 
-from operators.storage import Storage, StorageBackendError, open_storage
+from sluicegate.operators.storage import Storage, StorageBackendError, open_storage
 from tests.unit.operators.storage import test_storage_contract as contract
 
 if TYPE_CHECKING:

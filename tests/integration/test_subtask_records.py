@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from coordinator.local import JobFailedError, LocalJob
-from operators.contract import Context, ProcessFunction, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.readers import committed_from_start
-from operators.runtime.sinks import RECORD_ID_HEADER
-from operators.runtime.topics import dead_letter_topic
-from operators.storage import open_storage
+from sluicegate.coordinator.local import JobFailedError, LocalJob
+from sluicegate.operators.contract import Context, ProcessFunction, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.runtime.sinks import RECORD_ID_HEADER
+from sluicegate.operators.runtime.topics import dead_letter_topic
+from sluicegate.operators.storage import open_storage
 from tests.helpers import wait_for
 
 Records = list[ConsumerRecord[bytes, bytes]]
@@ -141,7 +141,7 @@ async def test_one_bad_record_wedges_a_worker_no_more_its_dead_letter_log_line_i
         ctx.emit(f"out-{tag}", record.value.decode().upper().encode(), key=record.key)
 
     graph = one_operator(tag, decode)
-    caplog.set_level(logging.WARNING, logger="operators.runtime.subtask")
+    caplog.set_level(logging.WARNING, logger="sluicegate.operators.runtime.subtask")
     async with running(graph, kafka_bootstrap, tmp_path) as job:
         await produce(kafka_bootstrap, f"in-{tag}", [(b"bad", huge, []), (b"ok", b"fine", [])])
         letters = await consume(kafka_bootstrap, dead_letter_topic(graph.name), 1, 1)

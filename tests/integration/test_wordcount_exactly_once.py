@@ -15,10 +15,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from coordinator.local import LocalJob
-from operators.runtime.subtask import SubtaskSettings
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines, read_sink, word_count
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.runtime.subtask import SubtaskSettings
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once
 
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
@@ -62,11 +62,11 @@ async def test_word_count_survives_repeated_crashes_exactly_once(
         restored_from.append(running.restored_from)
 
     total = sum(expected.values())
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total, timeout_s=300)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, timeout_s=300)
     running.raise_failure()
     await running.wait_for_checkpoints(running.completed + 1, timeout_s=60)
     # Read again after one more checkpoint: nothing beyond the expected outputs may appear.
-    records = await read_sink(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
+    records = await read_committed(kafka_bootstrap, f"counts-{tag}", total + 1, timeout_s=5)
     await running.crash()
 
     assert restored_from == sorted(set(restored_from))  # each recovery from a newer checkpoint

@@ -80,7 +80,7 @@ def test_a_worker_serves_its_metrics_on_the_port_it_logged(
     module = f"metrics_pipeline_{tag}"
     spec = f"{module}:graph"
     (tmp_path / f"{module}.py").write_text(
-        f"from sluicegate.demos.wordcount import word_count\ngraph = word_count({tag!r})\n"
+        f"from sluicegate.testing import word_count\ngraph = word_count({tag!r})\n"
     )
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

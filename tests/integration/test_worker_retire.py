@@ -15,14 +15,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from operators.contract import Context, Record
-from operators.pipeline import Pipeline
-from operators.protocol.messages import Assign, Retire, Retired
-from operators.runtime.control import CoordinatorLink, InMemoryBus
-from operators.runtime.topics import ensure_topics
-from operators.runtime.worker import Worker
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import produce_lines
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.protocol.messages import Assign, Retire, Retired
+from sluicegate.operators.runtime.control import CoordinatorLink, InMemoryBus
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines
 from tests.helpers import wait_for
 
 PLAN: dict[str, tuple[str, ...]] = {"w": ("op#0",)}

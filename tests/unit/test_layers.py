@@ -1,4 +1,9 @@
-"""The dependency direction of DESIGN.md, enforced by reading every module's imports."""
+"""The dependency direction of DESIGN.md, enforced by reading every module's imports.
+
+Everything installed lives under the `sluicegate` namespace: the libraries are
+`sluicegate.operators`, `sluicegate.agents` and `sluicegate.coordinator` (the repository's
+top-level folders `operators/`, `agents/`, `coordinator/`, linked into `sluicegate/`); the rest
+of `sluicegate` is the application (CLI, demos, dev broker, the facade)."""
 
 from __future__ import annotations
 
@@ -8,39 +13,62 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+LIBRARIES = ("operators", "agents", "coordinator")
 
-# package -> packages it must not import
-# The application package `sluicegate` (CLI, demos, dev broker) is the one place that imports
-# all three libraries; no library imports it.
+# library -> what it must not import. "app" is any `sluicegate` module outside the libraries,
+# the facade `sluicegate` itself included.
 FORBIDDEN = {
-    "operators": {"agents", "coordinator", "sluicegate"},
-    "agents": {"coordinator", "sluicegate"},
-    "coordinator": {"agents", "sluicegate"},
+    "operators": {"agents", "coordinator", "app"},
+    "agents": {"coordinator", "app"},
+    "coordinator": {"agents", "app"},
 }
 
 
-def imported_packages(path: Path) -> set[str]:
+def imported_parts(path: Path) -> set[str]:
+    """What ``path`` imports, by part: a library's name, "app", or "bare <name>" for an import of
+    a library by its folder name (which would load a second copy of it)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
+    modules: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            modules.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
-    return names
+            modules.append(node.module)
+    parts: set[str] = set()
+    for module in modules:
+        head, _, rest = module.partition(".")
+        if head in LIBRARIES:
+            parts.add(f"bare {head}")
+        elif head == "sluicegate":
+            second = rest.split(".")[0]
+            parts.add(second if second in LIBRARIES else "app")
+    return parts
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_packages_import_only_downwards(package: str) -> None:
     offenders = []
     for path in sorted((ROOT / package).rglob("*.py")):
-        bad = imported_packages(path) & FORBIDDEN[package]
+        bad = imported_parts(path) & FORBIDDEN[package]
         if bad:
             offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert offenders == []
 
 
+def test_nothing_imports_a_library_by_its_folder_name() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {sorted(bare)}"
+        for top in (*LIBRARIES, "sluicegate", "tests", "bench")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if (bare := {p for p in imported_parts(path) if p.startswith("bare ")})
+    ]
+    assert offenders == []
+
+
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from coordinator.service import Coordinator\nimport agents.run\n")
-    assert imported_packages(module) >= {"coordinator", "agents"}
+    module.write_text(
+        "from sluicegate.coordinator.service import Coordinator\nimport sluicegate.agents.run\n"
+        "from sluicegate import Agent\nimport operators.graph\n"
+    )
+    assert imported_parts(module) == {"coordinator", "agents", "app", "bare operators"}

@@ -30,7 +30,7 @@ from grafana_foundation_sdk.models import prometheus
 from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 from prometheus_client import CollectorRegistry
 
-from agents.metrics import AgentMetrics
+from sluicegate.agents.metrics import AgentMetrics
 from tests.observability import (
     AGENT_METRICS,
     COORDINATOR_METRICS,

@@ -36,10 +36,9 @@ import os
 from typing import Final
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, event, given, settings, strategies as st
 
-from operators.protocol import (
+from sluicegate.operators.protocol import (
     Accept,
     BarrierAligner,
     Fenced,
@@ -48,7 +47,7 @@ from operators.protocol import (
     RestoreFilter,
     Skip,
 )
-from operators.protocol.alignment import Aborted
+from sluicegate.operators.protocol.alignment import Aborted
 from tests.unit.protocol_model import (
     ExactlyOnceViolationError,
     LogRecord,

@@ -15,27 +15,27 @@ import pytest
 IO_LIBRARIES = ("aiokafka", "rocksdict", "obstore", "httpx", "fastapi", "uvicorn", "openai")
 
 CORES = (
-    "operators.protocol.alignment",
-    "operators.protocol.restore_filter",
-    "operators.protocol.records",
-    "operators.protocol.messages",
-    "operators.protocol.wire",
-    "operators.savepoints.rows",
-    "operators.savepoints.manifest",
-    "coordinator.checkpoints.tracker",
-    "coordinator.checkpoints.pending",
-    "coordinator.stopping",
-    "coordinator.job_state",
-    "coordinator.liveness",
-    "coordinator.restart",
-    "agents.run",
-    "agents.replay",
-    "agents.fork",
-    "agents.fork_request",
-    "agents.rollback",
-    "agents.journal.resolution",
-    "agents.journal.entries",
-    "agents.blobs.handle",
+    "sluicegate.operators.protocol.alignment",
+    "sluicegate.operators.protocol.restore_filter",
+    "sluicegate.operators.protocol.records",
+    "sluicegate.operators.protocol.messages",
+    "sluicegate.operators.protocol.wire",
+    "sluicegate.operators.savepoints.rows",
+    "sluicegate.operators.savepoints.manifest",
+    "sluicegate.coordinator.checkpoints.tracker",
+    "sluicegate.coordinator.checkpoints.pending",
+    "sluicegate.coordinator.stopping",
+    "sluicegate.coordinator.job_state",
+    "sluicegate.coordinator.liveness",
+    "sluicegate.coordinator.restart",
+    "sluicegate.agents.run",
+    "sluicegate.agents.replay",
+    "sluicegate.agents.fork",
+    "sluicegate.agents.fork_request",
+    "sluicegate.agents.rollback",
+    "sluicegate.agents.journal.resolution",
+    "sluicegate.agents.journal.entries",
+    "sluicegate.agents.blobs.handle",
 )
 
 
@@ -58,4 +58,4 @@ def test_a_core_loads_no_io_library(module: str) -> None:
 
 
 def test_the_check_sees_an_io_library() -> None:
-    assert "aiokafka" in loaded_io_libraries("operators.runtime.worker")
+    assert "aiokafka" in loaded_io_libraries("sluicegate.operators.runtime.worker")

@@ -12,12 +12,16 @@
 * :mod:`operators.runtime.sinks.building`: `build_sinks`, which sink serves which topic.
 """
 
-from operators.runtime.sinks.at_least_once import RECORD_ID_HEADER, AtLeastOnceSink, record_id
-from operators.runtime.sinks.building import build_sinks
-from operators.runtime.sinks.contract import Sink, SinkRecord
-from operators.runtime.sinks.exactly_once import ExactlyOnceSink, Transactions
-from operators.runtime.sinks.kafka_transactions import KafkaTransactions
-from operators.runtime.sinks.write_ahead import WriteAheadLog
+from sluicegate.operators.runtime.sinks.at_least_once import (
+    RECORD_ID_HEADER,
+    AtLeastOnceSink,
+    record_id,
+)
+from sluicegate.operators.runtime.sinks.building import build_sinks
+from sluicegate.operators.runtime.sinks.contract import Sink, SinkRecord
+from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink, Transactions
+from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
+from sluicegate.operators.runtime.sinks.write_ahead import WriteAheadLog
 
 __all__ = [
     "RECORD_ID_HEADER",

@@ -17,8 +17,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Protocol
 
-from operators.contract import Record
-from operators.runtime.sinks.contract import Sink, SinkRecord
+from sluicegate.operators.contract import Record
+from sluicegate.operators.runtime.sinks.contract import Sink, SinkRecord
 
 __all__ = ["RECORD_ID_HEADER", "AtLeastOnceSink", "RecordAppender", "record_id"]
 

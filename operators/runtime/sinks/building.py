@@ -9,16 +9,16 @@ producer. Topics between operators get none.
 
 from __future__ import annotations
 
-from operators.graph import JobGraph, SubtaskId
-from operators.kafka import KafkaLike
-from operators.pipeline import TopicKind
-from operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordAppender
-from operators.runtime.sinks.contract import Sink
-from operators.runtime.sinks.exactly_once import ExactlyOnceSink
-from operators.runtime.sinks.kafka_transactions import KafkaTransactions
-from operators.runtime.sinks.write_ahead import WriteAheadLog
-from operators.runtime.topics import sink_progress_topic
-from operators.state.store import PartitionState
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.pipeline import TopicKind
+from sluicegate.operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordAppender
+from sluicegate.operators.runtime.sinks.contract import Sink
+from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink
+from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
+from sluicegate.operators.runtime.sinks.write_ahead import WriteAheadLog
+from sluicegate.operators.runtime.topics import sink_progress_topic
+from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["build_sinks"]
 

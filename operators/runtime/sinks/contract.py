@@ -43,7 +43,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import NamedTuple
 
-from operators.contract import Record
+from sluicegate.operators.contract import Record
 
 __all__ = ["Sink", "SinkRecord"]
 

@@ -35,9 +35,9 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from operators.runtime.exceptions import SinkProgressError
-from operators.runtime.sinks.contract import Sink, SinkRecord
-from operators.runtime.sinks.write_ahead import Due, SinkOutput, WriteAheadLog
+from sluicegate.operators.runtime.exceptions import SinkProgressError
+from sluicegate.operators.runtime.sinks.contract import Sink, SinkRecord
+from sluicegate.operators.runtime.sinks.write_ahead import Due, SinkOutput, WriteAheadLog
 
 __all__ = ["ExactlyOnceSink", "Transactions"]
 

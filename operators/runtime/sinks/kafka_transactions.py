@@ -40,11 +40,10 @@ from aiokafka.errors import (
 )
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from operators.exceptions import RetryableError
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.kafka.hanging_transactions import end_hanging
-from operators.runtime.sinks.write_ahead import SinkOutput
+from sluicegate.operators.exceptions import RetryableError
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.kafka.hanging_transactions import end_hanging
+from sluicegate.operators.runtime.sinks.write_ahead import SinkOutput
 
 __all__ = ["KafkaTransactions", "SinkProgressUnsettledError"]
 

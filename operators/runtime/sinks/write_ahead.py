@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from operators.state.store import PartitionState
+from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["Due", "SinkOutput", "WriteAheadLog", "decode_output", "encode_output"]
 

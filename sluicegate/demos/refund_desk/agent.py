@@ -17,14 +17,26 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agents.agent import Agent, add_agent
-from agents.journal import LookupFound, LookupNotFound, LookupResult, OnUnknown
-from agents.models import OpenAIModel, ScriptedModel
-from agents.models.contract import ChatMessage, ModelClient, ToolCall
-from agents.state import Budget
-from agents.tools import Tool, ToolContext, ToolKind, tool
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
+from sluicegate import (
+    Agent,
+    Budget,
+    ChatMessage,
+    JobGraph,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    OnUnknown,
+    OpenAIModel,
+    Pipeline,
+    ScriptedModel,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolKind,
+    add_agent,
+    tool,
+)
+from sluicegate.agents.models.contract import ModelClient
 from sluicegate.demos.refund_desk.world_client import WorldClient
 
 __all__ = [

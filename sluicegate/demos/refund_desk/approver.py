@@ -13,10 +13,10 @@ import json
 import logging
 from collections.abc import Callable
 
-from agents.client import send_decision
-from agents.messages import ApprovalDecision
-from operators.kafka import KafkaLike
-from operators.runtime.readers import committed_from_start
+from sluicegate.agents.client import send_decision
+from sluicegate.agents.messages import ApprovalDecision
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.runtime.readers import committed_from_start
 
 __all__ = ["Approver"]
 

@@ -14,7 +14,7 @@ idempotency key, or ask ``find_effect(key)``.
 
 from __future__ import annotations
 
-from operators.exceptions import FatalError, RetryableError
+from sluicegate import FatalError, RetryableError
 
 __all__ = ["WorldRejectedError", "WorldUnavailableError"]
 

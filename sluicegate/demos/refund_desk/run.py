@@ -29,19 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from agents.agent import AgentTopics
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from coordinator.httpapi.client import CoordinatorClient
-from operators.exceptions import SluicegateError
-from operators.kafka import KafkaLike
-from operators.kafka import clients as kafka_clients
-from operators.runtime.readers import committed_from_start
+from sluicegate import AgentTopics, TaskRequest
+from sluicegate.agents.client import submit_tasks
 from sluicegate.cli.commands import api_token
 from sluicegate.cli.supervisor import Child, Supervisor
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.operators.exceptions import SluicegateError
+from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
+from sluicegate.operators.runtime.readers import committed_from_start
 
 __all__ = ["run_agent_demo"]
 

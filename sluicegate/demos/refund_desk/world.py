@@ -46,7 +46,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.exceptions import ConfigError
 from sluicegate.demos.refund_desk.exceptions import WorldUnavailableError
 from sluicegate.demos.refund_desk.world_state import (
     IDEMPOTENCY_HEADER,
@@ -57,6 +56,7 @@ from sluicegate.demos.refund_desk.world_state import (
     error_reply,
     lookup_order,
 )
+from sluicegate.operators.exceptions import ConfigError
 
 __all__ = [
     "IDEMPOTENCY_HEADER",

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from agents.agent import AgentTopics, add_agent
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from coordinator.local import LocalJob
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.storage import open_storage
+from sluicegate import AgentTopics, add_agent
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 
 PARTITIONS = 4
 
@@ -96,7 +96,7 @@ async def test_runs_survive_crashes_with_each_effect_once(
             await running.start()
         # A task sent twice starts one run.
         await submit_tasks(kafka_bootstrap, topics.tasks, tasks[:1])
-        results = await read_sink(kafka_bootstrap, topics.results, runs, timeout_s=90)
+        results = await read_committed(kafka_bootstrap, topics.results, runs, timeout_s=90)
     await running.crash()
 
     by_run = Counter(json.loads(r.value)["run_id"] for r in results)
@@ -126,7 +126,7 @@ async def test_rejected_email_lets_the_model_finish(
         async with approving(kafka_bootstrap, topics, approve=lambda event: False) as approver:
             task = TaskRequest(run_id="r1", goal=task_goal(f"ord-{tag}", research=1))
             await submit_tasks(kafka_bootstrap, topics.tasks, [task])
-            (record,) = await read_sink(kafka_bootstrap, topics.results, 1, timeout_s=60)
+            (record,) = await read_committed(kafka_bootstrap, topics.results, 1, timeout_s=60)
     finally:
         await job.crash()
     result = json.loads(record.value)

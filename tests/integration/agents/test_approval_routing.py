@@ -22,18 +22,19 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from fastapi import FastAPI
 
-from agents.agent import AgentTopics, add_agent, agents_in
-from agents.approval_routes import approvals_router
-from agents.messages import TaskRequest
-from coordinator.httpapi.auth import Scope, identity
-from coordinator.local import LocalJob
-from operators.pipeline import Pipeline
-from operators.runtime.partitioner import partition_for
-from operators.runtime.readers import committed_from_start
-from operators.runtime.topics import dead_letter_topic
-from operators.storage import open_storage
+from sluicegate import AgentTopics, add_agent
+from sluicegate.agents.agent import agents_in
+from sluicegate.agents.approval_routes import approvals_router
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.coordinator.httpapi.auth import Scope, identity
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.partitioner import partition_for
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.runtime.topics import dead_letter_topic
+from sluicegate.operators.storage import open_storage
 from tests.helpers import kcat_produce
 
 PARTITIONS = 4

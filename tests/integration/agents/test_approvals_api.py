@@ -19,14 +19,15 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 
-from agents.agent import AgentTopics, add_agent, agents_in
-from agents.approval_routes import approvals_router
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
-from coordinator.httpapi.server import serve
-from operators.pipeline import Pipeline
-from operators.runtime.partitioner import partition_for
+from sluicegate import AgentTopics, add_agent
+from sluicegate.agents.agent import agents_in
+from sluicegate.agents.approval_routes import approvals_router
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
+from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.demos.refund_desk.agent import refund_desk
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.partitioner import partition_for
 from tests.conftest import TopicFactory
 from tests.unit.coordinator.httpapi.test_app import FakeView
 

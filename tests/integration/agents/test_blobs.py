@@ -27,22 +27,22 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from agents.agent import Agent, AgentTopics, add_agent
-from agents.blobs import BlobPolicy, handle_of
-from agents.client import send_decision, submit_tasks
-from agents.journal import JournalEntry
-from agents.messages import ApprovalDecision, TaskRequest
-from agents.models import ScriptedModel
-from agents.models.contract import ChatMessage, ToolCall
-from agents.tools import ToolContext, ToolKind, tool
-from coordinator.local import LocalJob
-from operators.graph import JobGraph
-from operators.kafka import KafkaLike
-from operators.pipeline import Pipeline
-from operators.runtime.readers import committed_from_start
-from operators.storage import Storage, StoredFile, open_storage
-from operators.storage.blobs import BlobStore, subject_digest
-from sluicegate.demos.wordcount import read_sink
+from sluicegate import Agent, AgentTopics, add_agent
+from sluicegate.agents.blobs import BlobPolicy, handle_of
+from sluicegate.agents.client import send_decision, submit_tasks
+from sluicegate.agents.journal import JournalEntry
+from sluicegate.agents.messages import ApprovalDecision, TaskRequest
+from sluicegate.agents.models import ScriptedModel
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.tools import ToolContext, ToolKind, tool
+from sluicegate.coordinator.local import LocalJob
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.kafka import KafkaLike
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.storage import Storage, StoredFile, open_storage
+from sluicegate.operators.storage.blobs import BlobStore, subject_digest
+from sluicegate.testing import read_committed
 from tests.storage_wrappers import DelegatingStorage
 
 PARTITIONS = 2
@@ -191,7 +191,7 @@ async def test_a_large_result_is_written_once_across_a_crash_and_only_its_handle
     job = local_job(graph, kafka_bootstrap, storage, work)
     await job.start()
     try:
-        (record,) = await read_sink(kafka_bootstrap, topics.results, 1, timeout_s=60)
+        (record,) = await read_committed(kafka_bootstrap, topics.results, 1, timeout_s=60)
         await job.wait_for_checkpoints(job.completed + 2, timeout_s=60)
     finally:
         await job.crash()
@@ -259,7 +259,7 @@ async def resume_and_approve(
         for run in ("run-alice", "run-bob"):
             decision = ApprovalDecision(run_id=run, approved=True, by="test")
             await send_decision(bootstrap, topics.approvals, decision)
-        records = await read_sink(bootstrap, topics.results, 2, timeout_s=90)
+        records = await read_committed(bootstrap, topics.results, 2, timeout_s=90)
         events = await all_records(bootstrap, topics.events, PARTITIONS)
     finally:
         await job.crash()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from operators.storage.blobs import BlobStore, subject_digest
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.operators.storage.blobs import BlobStore, subject_digest
+from sluicegate.testing import read_committed
 from tests.integration.agents.test_blobs import bulk_agent, bulk_graph, local_job, payload_of
 from tests.integration.test_storage_s3 import BUCKET, create_bucket, moto_s3_server, open_s3
 
@@ -36,7 +36,7 @@ async def test_a_run_stores_and_reads_its_payload_in_s3(
     try:
         task = TaskRequest(run_id="r1", goal="fetch", metadata={"subject": "carol"})
         await submit_tasks(kafka_bootstrap, topics.tasks, [task])
-        (record,) = await read_sink(kafka_bootstrap, topics.results, 1, timeout_s=90)
+        (record,) = await read_committed(kafka_bootstrap, topics.results, 1, timeout_s=90)
     finally:
         await job.crash()
     assert json.loads(record.value)["answer"] == "saw payload"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from agents.journal import (
+from sluicegate.agents.journal import (
     EffectKind,
     JournalEntry,
     OnUnknown,
@@ -20,7 +20,7 @@ from agents.journal import (
     effect_key,
     record_key,
 )
-from agents.journal.kafka import KafkaJournal
+from sluicegate.agents.journal.kafka import KafkaJournal
 from tests.conftest import TopicFactory
 
 COMPACT = {"cleanup.policy": "compact"}
@@ -150,7 +150,7 @@ async def test_records_that_do_not_decode_are_skipped_and_counted(
     finally:
         await producer.stop()
 
-    with caplog.at_level(logging.WARNING, logger="agents.journal.kafka"):
+    with caplog.at_level(logging.WARNING, logger="sluicegate.agents.journal.kafka"):
         journal: KafkaJournal = await open_journal(topic, [0])
     assert journal.corrupt_records == 4
     assert journal.get(good.key) == (None, good)

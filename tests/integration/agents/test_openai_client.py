@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.models import ModelRequestError, ModelUnavailableError, OpenAIModel, Price
-from agents.models.contract import ChatMessage, ToolCall, ToolSchema
+from sluicegate.agents.models import ModelRequestError, ModelUnavailableError, OpenAIModel, Price
+from sluicegate.agents.models.contract import ChatMessage, ToolCall, ToolSchema
 from tests.integration.agents.chat_server import ChatServer, Reply, completion, error_body
 
 ClientFactory = Callable[..., OpenAIModel]

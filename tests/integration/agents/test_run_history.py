@@ -23,19 +23,19 @@ import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 
-from agents.agent import AgentTopics
-from agents.client import submit_tasks
-from agents.history import RunHistory
-from agents.messages import RunResult, TaskRequest
-from agents.replay import replay
-from agents.run_routes import runs_router
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import ApiTokens, Principal, Scope, identity, requirement
-from coordinator.local import LocalJob
-from operators.storage import open_storage
+from sluicegate import AgentTopics
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.history import RunHistory
+from sluicegate.agents.messages import RunResult, TaskRequest
+from sluicegate.agents.replay import replay
+from sluicegate.agents.run_routes import runs_router
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope, identity, requirement
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 from tests.conftest import TopicFactory
 from tests.integration.agents.test_agent_runs import approving, desk_graph
 from tests.unit.coordinator.httpapi.test_app import FakeView
@@ -104,7 +104,7 @@ async def test_history_replay_and_forks_of_real_runs(kafka_bootstrap: str, tmp_p
                 await running.crash()  # the events of a recovered run still replay
                 running = job()
                 await running.start()
-                records = await read_sink(kafka_bootstrap, topics.results, 4, timeout_s=90)
+                records = await read_committed(kafka_bootstrap, topics.results, 4, timeout_s=90)
                 results = results_by_run(records)
                 assert set(results) == {t.run_id for t in tasks}
 
@@ -113,7 +113,7 @@ async def test_history_replay_and_forks_of_real_runs(kafka_bootstrap: str, tmp_p
                 parent_events = await history.events("run-0")
                 await fork_over_http(kafka_bootstrap, topics, parent_events)
                 await fork_from_the_cli(kafka_bootstrap, topics, tmp_path)
-                forks = await read_sink(kafka_bootstrap, topics.results, 6, timeout_s=90)
+                forks = await read_committed(kafka_bootstrap, topics.results, 6, timeout_s=90)
         finally:
             await running.crash()
         check_forks(results_by_run(forks), results, world, parent_events)

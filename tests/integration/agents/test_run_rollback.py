@@ -23,19 +23,20 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from agents.agent import AgentTopics, add_agent, agents_in
-from agents.approval_routes import approvals_router
-from agents.client import submit_tasks
-from agents.messages import TaskRequest
-from agents.rollback_routes import rollback_router
-from coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
-from coordinator.local import LocalJob
-from operators.pipeline import Pipeline
-from operators.runtime.readers import committed_from_start
-from operators.storage import open_storage
+from sluicegate import AgentTopics, add_agent
+from sluicegate.agents.agent import agents_in
+from sluicegate.agents.approval_routes import approvals_router
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.rollback_routes import rollback_router
+from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.readers import committed_from_start
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 from tests.alert_receiver import AlertReceiver
 from tests.helpers import wait_for
 from tests.integration.agents.test_agent_runs import approving
@@ -199,7 +200,7 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
             ok = await api.post("/agents/refund-desk/runs/r-http/approve", headers=auth(ANN))
             assert ok.status_code == 202, ok.text
 
-        results = await read_sink(kafka_bootstrap, topics.results, 4, timeout_s=120)
+        results = await read_committed(kafka_bootstrap, topics.results, 4, timeout_s=120)
     finally:
         await job.crash()
     by_run: dict[str, list[str]] = {}

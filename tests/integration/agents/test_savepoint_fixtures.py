@@ -25,18 +25,18 @@ from pathlib import Path
 
 import pytest
 
-from agents.agent import AgentTopics, add_agent
-from agents.client import send_decision, submit_tasks
-from agents.messages import ApprovalDecision, TaskRequest
-from coordinator.status import CoordinatorStatus
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.manifest import ManifestStore
-from operators.runtime.topics import ensure_topics
-from operators.storage import open_storage
+from sluicegate import AgentTopics, add_agent
+from sluicegate.agents.client import send_decision, submit_tasks
+from sluicegate.agents.messages import ApprovalDecision, TaskRequest
+from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.demos.wordcount import read_sink
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import read_committed
 from tests.helpers import wait_for
 from tests.jobs import running
 
@@ -126,9 +126,9 @@ async def test_an_older_runstate_savepoint_restores_at_parallelism_3_and_its_run
         for i in range(RUNS):
             decision = ApprovalDecision(run_id=f"run-{i}", approved=True, by="test")
             await send_decision(kafka_bootstrap, topics.approvals, decision)
-        results = await read_sink(kafka_bootstrap, topics.results, RUNS, timeout_s=90)
+        results = await read_committed(kafka_bootstrap, topics.results, RUNS, timeout_s=90)
         await asyncio.sleep(1.5)  # a duplicate would be published within a checkpoint or two
-        results = await read_sink(kafka_bootstrap, topics.results, 10**6, timeout_s=2)
+        results = await read_committed(kafka_bootstrap, topics.results, 10**6, timeout_s=2)
     by_run = Counter(json.loads(r.value)["run_id"] for r in results)
     assert by_run == Counter({f"run-{i}": 1 for i in range(RUNS)})
     assert {json.loads(r.value)["status"] for r in results} == {"done"}

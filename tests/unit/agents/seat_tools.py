@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from agents.tools import Tool, ToolContext, ToolKind, tool
+from sluicegate.agents.tools import Tool, ToolContext, ToolKind, tool
 
 
 def seat_tools(calls: list[str], refuse: str = "") -> list[Tool]:

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.journal import EffectKind
-from agents.metrics import (
+from sluicegate.agents.journal import EffectKind
+from sluicegate.agents.metrics import (
     BLOB_KINDS,
     BLOB_RESOLUTIONS,
     COMPENSATION_OUTCOMES,
@@ -18,7 +18,7 @@ from agents.metrics import (
     JOURNAL_STATUSES,
     TOKEN_KINDS,
 )
-from agents.state import RunStatus
+from sluicegate.agents.state import RunStatus
 from tests.unit.agents.test_agent_operator import LABELS, Desk
 
 

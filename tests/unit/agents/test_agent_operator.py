@@ -12,17 +12,17 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
-from agents.agent import Agent, AgentTopics
-from agents.journal import EffectKind, InMemoryJournal, JournalEntry, effect_key
-from agents.messages import ApprovalDecision, RunResult, TaskRequest
-from agents.models import ScriptedModel
-from agents.models.contract import ChatMessage, ToolCall
-from agents.operator import JOURNAL_LAG, AgentOperator
-from agents.state import Budget, RunState, RunStatus, run_key
-from agents.tools import Tool, ToolContext, ToolKind, tool
-from operators.contract import Record
-from operators.exceptions import RetryableError
-from operators.storage import Storage, open_storage
+from sluicegate import Agent, AgentTopics
+from sluicegate.agents.journal import EffectKind, InMemoryJournal, JournalEntry, effect_key
+from sluicegate.agents.messages import ApprovalDecision, RunResult, TaskRequest
+from sluicegate.agents.models import ScriptedModel
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.operator import JOURNAL_LAG, AgentOperator
+from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.tools import Tool, ToolContext, ToolKind, tool
+from sluicegate.operators.contract import Record
+from sluicegate.operators.exceptions import RetryableError
+from sluicegate.operators.storage import Storage, open_storage
 
 TOPICS = AgentTopics(
     tasks="desk.tasks", approvals="desk.approvals", events="desk.events", results="desk.results"

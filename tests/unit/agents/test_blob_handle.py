@@ -6,13 +6,16 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from agents.blobs import BlobHandle, blob_id, handle_of, handle_of_text
-from agents.blobs.handle import MAX_HANDLE_TEXT, looks_like_handle, looks_like_handle_text
-from agents.blobs.references import LOST_REASONS
-from agents.metrics import BLOB_RESOLUTIONS
+from sluicegate.agents.blobs import BlobHandle, blob_id, handle_of, handle_of_text
+from sluicegate.agents.blobs.handle import (
+    MAX_HANDLE_TEXT,
+    looks_like_handle,
+    looks_like_handle_text,
+)
+from sluicegate.agents.blobs.references import LOST_REASONS
+from sluicegate.agents.metrics import BLOB_RESOLUTIONS
 
 HANDLE = BlobHandle(
     id="a" * 32, subject="b" * 32, scope="desk/eu", size=10, sha256="c" * 64,

@@ -8,13 +8,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents.agent import Agent
-from agents.blobs import BlobPolicy, handle_of, handle_of_text
-from agents.models import ScriptedModel
-from agents.models.contract import ChatMessage, ToolCall
-from agents.tools import ToolContext, tool
-from operators.storage import open_storage
-from operators.storage.blobs import BlobStore, subject_digest
+from sluicegate import Agent
+from sluicegate.agents.blobs import BlobPolicy, handle_of, handle_of_text
+from sluicegate.agents.models import ScriptedModel
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.tools import ToolContext, tool
+from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.blobs import BlobStore, subject_digest
 from tests.unit.agents.test_agent_operator import LABELS, TOPICS, Desk, DictState
 
 BIG = "y" * 5000

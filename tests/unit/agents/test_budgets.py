@@ -3,14 +3,13 @@ exceed."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from agents.agent import Agent
-from agents.messages import TaskRequest
-from agents.models import ScriptedModel
-from agents.models.contract import ChatMessage
-from agents.state import DEFAULT_MAX_STEPS, Budget
+from sluicegate import Agent
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.models import ScriptedModel
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.state import DEFAULT_MAX_STEPS, Budget
 
 
 def agent(budget: Budget | None = None, ceiling: Budget | None = None) -> Agent:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import agents.faults
-from agents.faults import (
+from sluicegate.agents import faults
+from sluicegate.agents.faults import (
     FAULTS_ENV,
     FAULTS_STATE_ENV,
     FaultInjector,
@@ -17,7 +17,7 @@ from agents.faults import (
     parse_faults,
     reload_faults,
 )
-from operators.exceptions import ConfigError
+from sluicegate.operators.exceptions import ConfigError
 
 
 class Killed(BaseException):
@@ -128,15 +128,15 @@ def test_from_env(tmp_path: Path) -> None:
 
 def test_fault_point_is_a_no_op_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(FAULTS_ENV, raising=False)
-    monkeypatch.setattr(agents.faults, "_loaded", False)
-    monkeypatch.setattr(agents.faults, "_injector", None)
+    monkeypatch.setattr(faults, "_loaded", False)
+    monkeypatch.setattr(faults, "_injector", None)
     fault_point("effect.after_call")
-    assert agents.faults._injector is None
-    assert agents.faults._loaded
+    assert faults._injector is None
+    assert faults._loaded
     # the environment is read once: a later setting is not seen without a reload
     monkeypatch.setenv(FAULTS_ENV, "effect.after_call=0")
     fault_point("effect.after_call")
-    assert agents.faults._injector is None
+    assert faults._injector is None
     assert reload_faults() is not None
     assert reload_faults({}) is None
     assert os.environ[FAULTS_ENV] == "effect.after_call=0"

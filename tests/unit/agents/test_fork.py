@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agents.exceptions import ForkRefusedError
-from agents.fork import ForkSeedError, GoalChange, apply_patch, check_seed, parse_patch
-from agents.fork_request import fork_request, new_fork_id
-from agents.messages import MAX_COMMAND_BYTES, ApprovalDecision, ForkRun, parse_command
-from agents.models.contract import ChatMessage, ToolCall
-from agents.replay import replay
-from agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.exceptions import ForkRefusedError
+from sluicegate.agents.fork import ForkSeedError, GoalChange, apply_patch, check_seed, parse_patch
+from sluicegate.agents.fork_request import fork_request, new_fork_id
+from sluicegate.agents.messages import MAX_COMMAND_BYTES, ApprovalDecision, ForkRun, parse_command
+from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.replay import replay
+from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
 from tests.unit.agents.test_agent_operator import TOPICS, Desk, Turn
 from tests.unit.agents.test_replay import drive, events_of
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.journal import (
+from sluicegate.agents.journal import (
     LOOKUP_FAILED,
     OUTCOME_UNKNOWN,
     Deferred,
@@ -25,7 +25,7 @@ from agents.journal import (
     OnUnknown,
     perform,
 )
-from operators.exceptions import RetryableError
+from sluicegate.operators.exceptions import RetryableError
 
 KEY = "run-1/3/0"
 
@@ -170,7 +170,7 @@ async def test_an_unknown_outcome_fails_closed(
 ) -> None:
     journal, tool = InMemoryJournal(), Tool()
     await journal.write(entry("issued"), partition=4)
-    with caplog.at_level(logging.WARNING, logger="agents.journal.effects"):
+    with caplog.at_level(logging.WARNING, logger="sluicegate.agents.journal.effects"):
         outcome = await run(journal, tool, on_unknown, with_lookup=with_lookup)
     assert outcome == EffectUnknown(KEY, OUTCOME_UNKNOWN)
     assert tool.events == []

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from agents.journal import (
+from sluicegate.agents.journal import (
     EffectKind,
     JournalCorruptError,
     JournalEntry,
     effect_key,
     record_key,
 )
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings
-from hypothesis import strategies as st
+from hypothesis import event, given, settings, strategies as st
 
-from agents.journal import (
+from sluicegate.agents.journal import (
     OUTCOME_UNKNOWN,
     TRANSITIONS,
     EffectEvent,
@@ -47,7 +46,7 @@ from agents.journal import (
     decide,
     perform,
 )
-from operators.exceptions import RetryableError
+from sluicegate.operators.exceptions import RetryableError
 
 KEY = "run-1/0/0"
 

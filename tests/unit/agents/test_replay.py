@@ -8,13 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from agents import run as machine
-from agents.exceptions import HistoryError
-from agents.replay import replay, settled_at
-from agents.state import Budget, RunState, RunStatus
+from sluicegate.agents import run as machine
+from sluicegate.agents.exceptions import HistoryError
+from sluicegate.agents.replay import replay, settled_at
+from sluicegate.agents.state import Budget, RunState, RunStatus
 from tests.unit.agents.test_agent_operator import Desk, Turn
 
 CALLS = {

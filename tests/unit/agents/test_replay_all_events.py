@@ -11,24 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic import BaseModel
 
-from agents import rollback
-from agents.agent import Agent
-from agents.blobs import BlobPolicy, handle_of, handle_of_text
-from agents.exceptions import ForkRefusedError, HistoryError
-from agents.fork_request import fork_request
-from agents.journal import InMemoryJournal
-from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
-from agents.operator import AgentOperator
-from agents.replay import replay, settled_at
-from agents.state import RunState, RunStatus, run_key
-from agents.tools import ToolContext, tool
-from operators.contract import Record
-from operators.storage import open_storage
-from operators.storage.blobs import BlobStore, subject_digest
+from sluicegate import Agent
+from sluicegate.agents import rollback
+from sluicegate.agents.blobs import BlobPolicy, handle_of, handle_of_text
+from sluicegate.agents.exceptions import ForkRefusedError, HistoryError
+from sluicegate.agents.fork_request import fork_request
+from sluicegate.agents.journal import InMemoryJournal
+from sluicegate.agents.messages import ApprovalDecision, RollbackRun, TaskRequest
+from sluicegate.agents.operator import AgentOperator
+from sluicegate.agents.replay import replay, settled_at
+from sluicegate.agents.state import RunState, RunStatus, run_key
+from sluicegate.agents.tools import ToolContext, tool
+from sluicegate.operators.contract import Record
+from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.blobs import BlobStore, subject_digest
 from tests.unit.agents.seat_tools import seat_tools
 from tests.unit.agents.test_agent_operator import (
     TOPICS,

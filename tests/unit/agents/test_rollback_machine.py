@@ -9,12 +9,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agents import rollback
-from agents.journal import EffectKind, JournalEntry
-from agents.messages import MAX_COMMAND_BYTES, ApprovalDecision, RollbackRun, parse_command
-from agents.run import ALLOWED, Idle, decide_approval
-from agents.state import EffectRecord, RunState, RunStatus
-from agents.tools import ToolContext, ToolKind, tool
+from sluicegate.agents import rollback
+from sluicegate.agents.journal import EffectKind, JournalEntry
+from sluicegate.agents.messages import (
+    MAX_COMMAND_BYTES,
+    ApprovalDecision,
+    RollbackRun,
+    parse_command,
+)
+from sluicegate.agents.run import ALLOWED, Idle, decide_approval
+from sluicegate.agents.state import EffectRecord, RunState, RunStatus
+from sluicegate.agents.tools import ToolContext, ToolKind, tool
 
 
 @tool(kind=ToolKind.REVERSIBLE, compensate="cancel_room")

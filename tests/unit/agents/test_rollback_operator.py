@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
-from agents.agent import Agent
-from agents.journal import InMemoryJournal
-from agents.messages import ApprovalDecision, RollbackRun, TaskRequest
-from agents.operator import AgentOperator
-from agents.state import RunStatus
-from operators.contract import Record
+from sluicegate import Agent
+from sluicegate.agents.journal import InMemoryJournal
+from sluicegate.agents.messages import ApprovalDecision, RollbackRun, TaskRequest
+from sluicegate.agents.operator import AgentOperator
+from sluicegate.agents.state import RunStatus
+from sluicegate.operators.contract import Record
 from tests.unit.agents.seat_tools import seat_tools
 from tests.unit.agents.test_agent_operator import (
     LABELS,

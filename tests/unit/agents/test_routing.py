@@ -7,17 +7,18 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agents.agent import Agent, AgentTopics, add_agent, agents_in
-from agents.declaration import TaskFeed, task_from_json
-from agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest
-from agents.models.contract import ChatMessage
-from agents.routing import RunRouter, routed_topic
-from agents.state import Budget
-from operators.contract import Record
-from operators.exceptions import PipelineError
-from operators.pipeline import Pipeline, TopicKind
-from operators.runtime.context import RecordContext
+from sluicegate import Agent, AgentTopics, add_agent
+from sluicegate.agents.agent import agents_in
+from sluicegate.agents.declaration import TaskFeed, task_from_json
+from sluicegate.agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.routing import RunRouter, routed_topic
+from sluicegate.agents.state import Budget
 from sluicegate.demos.refund_desk.agent import refund_desk
+from sluicegate.operators.contract import Record
+from sluicegate.operators.exceptions import PipelineError
+from sluicegate.operators.pipeline import Pipeline, TopicKind
+from sluicegate.operators.runtime.context import RecordContext
 
 
 def ticket_task(record: Record) -> TaskRequest | None:

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from agents.agent import Agent
-from agents.messages import ApprovalDecision, TaskRequest
-from agents.run import start_run
-from agents.run_cache import RunCache, StaleRunError, json_value
-from agents.state import Budget, RunState, RunStatus, run_key
-from agents.tools import ToolContext, ToolKind, tool
+from sluicegate import Agent
+from sluicegate.agents.messages import ApprovalDecision, TaskRequest
+from sluicegate.agents.run import start_run
+from sluicegate.agents.run_cache import RunCache, StaleRunError, json_value
+from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.tools import ToolContext, ToolKind, tool
 from tests.unit.agents.test_agent_operator import (
     TOPICS,
     DictState,

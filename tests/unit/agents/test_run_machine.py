@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from agents.run import (
+from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
+from sluicegate.agents.run import (
     ALLOWED,
     AskApproval,
     CallModel,
@@ -31,8 +30,8 @@ from agents.run import (
     reject_call,
     start_run,
 )
-from agents.state import Budget, RunState, RunStatus
-from agents.tools import ToolContext, ToolKind, tool
+from sluicegate.agents.state import Budget, RunState, RunStatus
+from sluicegate.agents.tools import ToolContext, ToolKind, tool
 
 
 @tool()

@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from agents.run import start_run
-from agents.state import SCHEMA_VERSION, Budget, RunState, RunStatus
-from agents.state_versions import CURRENT, UPGRADERS, run_state_versions, upgrade_document
-from operators.savepoints import SavepointManifest, decode_rows
+from sluicegate.agents.run import start_run
+from sluicegate.agents.state import SCHEMA_VERSION, Budget, RunState, RunStatus
+from sluicegate.agents.state_versions import (
+    CURRENT,
+    UPGRADERS,
+    run_state_versions,
+    upgrade_document,
+)
+from sluicegate.operators.savepoints import SavepointManifest, decode_rows
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "savepoints"
 

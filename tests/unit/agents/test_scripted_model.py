@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from agents.models import Price, ScriptedModel, estimate_tokens
-from agents.models.contract import ChatMessage, ToolCall, ToolSchema
+from sluicegate.agents.models import Price, ScriptedModel, estimate_tokens
+from sluicegate.agents.models.contract import ChatMessage, ToolCall, ToolSchema
 
 LOOKUP = ToolSchema(name="lookup", description="Find an order.", parameters={"type": "object"})
 

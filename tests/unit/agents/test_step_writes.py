@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agents.journal import InMemoryJournal, JournalEntry, JournalUnavailableError
-from agents.run_encoding import encode_run
+from sluicegate.agents.journal import InMemoryJournal, JournalEntry, JournalUnavailableError
+from sluicegate.agents.run_encoding import encode_run
 from tests.unit.agents.test_agent_operator import TOPICS, Desk, opened
 
 

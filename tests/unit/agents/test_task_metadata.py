@@ -8,11 +8,11 @@ import json
 import pytest
 from pydantic import JsonValue, ValidationError
 
-from agents.messages import TaskRequest
-from agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from agents.run import CallTool, after_model, next_action, start_run, tool_context
-from agents.state import Budget, RunState
-from agents.tools import ToolContext, tool
+from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
+from sluicegate.agents.run import CallTool, after_model, next_action, start_run, tool_context
+from sluicegate.agents.state import Budget, RunState
+from sluicegate.agents.tools import ToolContext, tool
 
 METADATA: dict[str, JsonValue] = {
     "customer_id": "c-9",

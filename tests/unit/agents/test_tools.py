@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.journal import LookupNotFound, LookupResult, OnUnknown
-from agents.tools import ToolContext, ToolDeclarationError, ToolKind, tool
+from sluicegate.agents.journal import LookupNotFound, LookupResult, OnUnknown
+from sluicegate.agents.tools import ToolContext, ToolDeclarationError, ToolKind, tool
 
 
 async def nothing_found(ctx: ToolContext) -> LookupResult:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.adoption import Adopt, Restart, Wait, decide_adoption
-from operators.protocol.messages import Heartbeat
+from sluicegate.coordinator.adoption import Adopt, Restart, Wait, decide_adoption
+from sluicegate.operators.protocol.messages import Heartbeat
 
 PLAN: dict[str, tuple[str, ...]] = {"w1": ("a#0", "b#0"), "w2": ("a#1", "b#1")}
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from coordinator.assignment import (
+from sluicegate.coordinator.assignment import (
     load_assignment,
     plan_assignment,
     save_assignment,
     unbalanced,
 )
-from operators.storage import open_storage
+from sluicegate.operators.storage import open_storage
 
 SUBTASKS = ["a#0", "a#1", "b#0", "b#1"]
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.checkpoint_stats import (
+from sluicegate.coordinator.checkpoint_stats import (
     ABORT_REASONS,
     AbortReason,
     CheckpointStats,
     HistogramCounts,
 )
-from coordinator.checkpoints import AbortCause
-from operators.protocol.messages import StateHandle
-from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
+from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.operators.protocol.messages import StateHandle
+from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 
 
 def manifest(

@@ -9,15 +9,15 @@ import json
 import time
 import uuid
 
-from coordinator.httpapi.view import CheckpointStatus
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.protocol.messages import CheckpointAck, Heartbeat
-from operators.runtime.manifest import CheckpointManifest
-from operators.storage import open_storage
 from sluicegate.cli.commands import render_checkpoints
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.httpapi.view import CheckpointStatus
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.protocol.messages import CheckpointAck, Heartbeat
+from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired

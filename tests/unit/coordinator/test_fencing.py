@@ -13,18 +13,18 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.fencing import Fence, FencedError, newest_epoch, take_epoch
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.server import serve
-from coordinator.job_state import JobState
-from coordinator.metrics import CoordinatorCollector
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.protocol.messages import Heartbeat
-from operators.storage import Storage, StorageUnavailableError, open_storage
 from sluicegate.cli.commands import render_status
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.fencing import Fence, FencedError, newest_epoch, take_epoch
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.server import serve
+from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.storage import Storage, StorageUnavailableError, open_storage
+from sluicegate.testing import word_count
 from tests.storage_wrappers import DelegatingStorage
 from tests.unit.coordinator.test_rebalance import AT_ONCE, complete_a_checkpoint, join
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired

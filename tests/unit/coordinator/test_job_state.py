@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from coordinator.job_state import (
+from sluicegate.coordinator.job_state import (
     TRANSITIONS,
     IllegalTransitionError,
     JobEvent,
     JobState,
     JobStateMachine,
 )
-from operators.exceptions import FatalError
+from sluicegate.operators.exceptions import FatalError
 
 TERMINAL = {JobState.STOPPED, JobState.FAILED}
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from coordinator.liveness import LivenessTracker, WorkerLiveness
-from operators.exceptions import ConfigError
+from sluicegate.coordinator.liveness import LivenessTracker, WorkerLiveness
+from sluicegate.operators.exceptions import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.checkpoints import AbortCause
-from coordinator.metrics import CoordinatorCollector
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from operators.protocol.messages import Heartbeat
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 import uuid
 
-from coordinator.job_state import JobState
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from operators.protocol.messages import Assign, CheckpointAck, Heartbeat, Retire, Retired
-from operators.protocol.wire import decode_message
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.protocol.messages import Assign, CheckpointAck, Heartbeat, Retire, Retired
+from sluicegate.operators.protocol.wire import decode_message
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 

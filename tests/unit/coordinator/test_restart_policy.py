@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from coordinator.restart import GiveUp, RestartDecision, RestartPolicy
-from operators.exceptions import ConfigError
+from sluicegate.coordinator.restart import GiveUp, RestartDecision, RestartPolicy
+from sluicegate.operators.exceptions import ConfigError
 
 
 def delays(policy: RestartPolicy, times: list[float]) -> list[float]:

@@ -11,16 +11,22 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.job_state import JobEvent
-from coordinator.metrics import CoordinatorCollector
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from operators.protocol.messages import FromWorker, Heartbeat, Retired, SubtaskFailed, ToWorker
-from operators.protocol.wire import encode_message
-from operators.runtime.manifest import ManifestStore
-from operators.storage import open_storage
-from operators.storage.layout import checkpoint_manifest
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.job_state import JobEvent
+from sluicegate.coordinator.metrics import CoordinatorCollector
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.operators.protocol.messages import (
+    FromWorker,
+    Heartbeat,
+    Retired,
+    SubtaskFailed,
+    ToWorker,
+)
+from sluicegate.operators.protocol.wire import encode_message
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.layout import checkpoint_manifest
+from sluicegate.testing import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 
 

@@ -9,10 +9,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from coordinator.retention import (
+from sluicegate.coordinator.retention import (
     AuditReport,
     RetentionPlan,
     UnreadableManifestError,
@@ -21,15 +20,15 @@ from coordinator.retention import (
     delete_orphans,
     plan_retention,
 )
-from operators.exceptions import ConfigError
-from operators.protocol.messages import SnapshotFile, StateHandle
-from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
-from operators.storage import (
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
+from sluicegate.operators.storage import (
     Storage,
     StorageUnavailableError,
     open_storage,
 )
-from operators.storage.layout import checkpoint_manifest, shared_file
+from sluicegate.operators.storage.layout import checkpoint_manifest, shared_file
 from tests.storage_wrappers import DelegatingStorage
 
 Files = Mapping[str, Iterable[int]]

@@ -3,7 +3,7 @@ or, after the deadline, to those that did."""
 
 from __future__ import annotations
 
-from coordinator.retirement import RetireGate
+from sluicegate.coordinator.retirement import RetireGate
 
 
 def test_waits_for_every_live_worker_then_uses_them_all() -> None:

@@ -3,8 +3,8 @@ request ends."""
 
 from __future__ import annotations
 
-from coordinator.savepoints.requests import SavepointRequest
-from operators.savepoints.writer import SavepointProgress
+from sluicegate.coordinator.savepoints.requests import SavepointRequest
+from sluicegate.operators.savepoints.writer import SavepointProgress
 
 
 def phase(request: SavepointRequest) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.savepoints.restoring import already_restored, prepare_restore
-from operators.runtime.manifest import ManifestStore
-from operators.savepoints.store import SavepointStore
-from operators.state.versions import StateVersions
-from operators.storage import open_storage
+from sluicegate.coordinator.savepoints.restoring import already_restored, prepare_restore
+from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.state.versions import StateVersions
+from sluicegate.operators.storage import open_storage
 from tests.unit.operators.savepoints.test_rescale import checkpoint_of, graph, savepoint_from
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.protocol.messages import Heartbeat
-from operators.storage import open_storage
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 
 
 def coordinator() -> Coordinator:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.stopping import (
+from sluicegate.coordinator.stopping import (
     Finish,
     SendStop,
     StopPhase,
@@ -10,7 +10,7 @@ from coordinator.stopping import (
     TriggerFinal,
     still_running,
 )
-from operators.protocol.messages import Heartbeat
+from sluicegate.operators.protocol.messages import Heartbeat
 
 NOTHING: frozenset[str] = frozenset()
 RUNNING = frozenset({"count#0", "tokenize#0"})

@@ -11,14 +11,14 @@ import uuid
 
 import pytest
 
-from coordinator.assignment import save_assignment
-from coordinator.options import CoordinatorOptions
-from coordinator.service import Coordinator
-from coordinator.status import CoordinatorStatus
-from operators.protocol.messages import Heartbeat, Retired
-from operators.storage import open_storage
 from sluicegate.cli.commands import render_status
-from sluicegate.demos.wordcount import word_count
+from sluicegate.coordinator.assignment import save_assignment
+from sluicegate.coordinator.options import CoordinatorOptions
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.protocol.messages import Heartbeat, Retired
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
 from tests.unit.coordinator.test_rebalance import assigned
 from tests.unit.coordinator.test_restore_fallback import Sent
 
@@ -49,7 +49,7 @@ def waits(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_too_few_slots_are_logged_once_per_change_until_placed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="coordinator")
+    caplog.set_level(logging.INFO, logger="sluicegate.coordinator")
     graph = word_count(uuid.uuid4().hex[:8])
     c = Coordinator(
         graph,
@@ -89,7 +89,7 @@ async def test_too_few_slots_are_logged_once_per_change_until_placed(
 async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture) -> None:
     """The same shortage is logged again for the next attempt (it may be a long while
     later: a worker died and the rest cannot host its subtasks)."""
-    caplog.set_level(logging.INFO, logger="coordinator")
+    caplog.set_level(logging.INFO, logger="sluicegate.coordinator")
     c = placing()
     await c._new_attempt()
     await join(c, "w1", slots=2)

@@ -10,7 +10,7 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from operators.metrics import LAG_EVERY_SECONDS, SubtaskInstruments, SubtaskMetrics
+from sluicegate.operators.metrics import LAG_EVERY_SECONDS, SubtaskInstruments, SubtaskMetrics
 
 SUBTASK = {"pipeline": "p", "operator": "op", "subtask": "op#1"}
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from operators.contract import Context, Operator, Record
-from operators.exceptions import PipelineError
-from operators.graph import SubtaskId
-from operators.pipeline import Pipeline
-from operators.protocol.channels import Channel, TopicPartition
-from operators.runtime.topics import wanted_topics
-from operators.specs import OwnedTopic
+from sluicegate.operators.contract import Context, Operator, Record
+from sluicegate.operators.exceptions import PipelineError
+from sluicegate.operators.graph import SubtaskId
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.runtime.topics import wanted_topics
+from sluicegate.operators.specs import OwnedTopic
 
 
 def noop(record: Record, ctx: Context) -> None:

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from operators.protocol import BarrierAligner, RestoreFilter, TopicPartition
+from sluicegate.operators.protocol import BarrierAligner, RestoreFilter, TopicPartition
 
 __all__ = [
     "MODULUS",

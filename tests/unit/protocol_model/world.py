@@ -30,13 +30,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coordinator.checkpoints import (
+from sluicegate.coordinator.checkpoints import (
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
     InjectBarriers,
 )
-from operators.protocol import (
+from sluicegate.operators.protocol import (
     SOURCE_WRITER,
     Aligned,
     BarrierAligner,
@@ -53,7 +53,7 @@ from operators.protocol import (
     decode_headers,
     encode_headers,
 )
-from operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 from tests.unit.protocol_model.subtask import (
     AbortMessage,

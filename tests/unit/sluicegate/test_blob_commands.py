@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.housekeeping import Housekeeping
-from operators.storage import open_storage
-from operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 from sluicegate.cli.blobs import register
+from sluicegate.coordinator.housekeeping import Housekeeping
+from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 
 
 def main(argv: list[str]) -> int:

@@ -14,9 +14,6 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import ApiTokens, Principal, Scope
-from coordinator.httpapi.server import ApiServer, serve
 from sluicegate.cli.commands import (
     DEFAULT_URL,
     URL_ENV,
@@ -24,6 +21,9 @@ from sluicegate.cli.commands import (
     register,
     render_checkpoints,
 )
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
+from sluicegate.coordinator.httpapi.server import ApiServer, serve
 from tests.unit.coordinator.httpapi.test_app import FakeView
 
 

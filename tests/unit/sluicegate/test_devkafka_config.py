@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.cli import dev as dev_cli
-from sluicegate.cli import main as cli
+from sluicegate.cli import dev as dev_cli, main as cli
 from sluicegate.devkafka.broker import DevBroker, server_properties
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
 

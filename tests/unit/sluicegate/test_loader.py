@@ -17,7 +17,7 @@ from sluicegate.devkafka import free_port
 SLUICEGATE = str(Path(sys.executable).with_name("sluicegate"))
 
 FLOWS = """
-from operators.pipeline import Pipeline
+from sluicegate.operators.pipeline import Pipeline
 
 def _upper(record, ctx):
     ctx.emit("out", record.value.upper())

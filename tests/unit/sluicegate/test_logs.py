@@ -78,7 +78,7 @@ def test_a_repeat_passes_once_per_window_with_the_count_held_back() -> None:
 def test_kinds_are_counted_apart_and_other_loggers_pass() -> None:
     repeats = RepeatFilter(30.0, clock=FakeClock())
     other = logging.LogRecord("aiokafka.conn", logging.ERROR, "c.py", 1, "Unable connect", (), None)
-    mine = logging.LogRecord("operators.x", logging.ERROR, "x.py", 1, "same", (), None)
+    mine = logging.LogRecord("sluicegate.operators.x", logging.ERROR, "x.py", 1, "same", (), None)
     assert repeats.filter(not_found("a"))
     assert not repeats.filter(not_found("b"))
     assert repeats.filter(other)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.history import RunSummary
-from agents.replay import replay
-from operators.exceptions import ConfigError
+from sluicegate.agents.history import RunSummary
+from sluicegate.agents.replay import replay
 from sluicegate.cli.main import _parser
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table, short
 from sluicegate.cli.runs import _read_patch
+from sluicegate.operators.exceptions import ConfigError
 from tests.unit.agents.test_replay import events_of, finished_run
 from tests.unit.agents.test_replay_all_events import rolled_back_run
 

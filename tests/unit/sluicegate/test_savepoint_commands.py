@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.httpapi.client import CoordinatorUnreachableError
-from coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.cli import savepoints
 from sluicegate.cli.savepoints import progress_line, render_savepoints
+from sluicegate.coordinator.httpapi.client import CoordinatorUnreachableError
+from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 
 
 class FakeClient:

@@ -10,9 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.httpapi.client import CoordinatorClient, CoordinatorUnreachableError
-from coordinator.httpapi.view import CheckpointInfo, CheckpointStatus, JobStatus, WorkerInfo
 from sluicegate.cli.watch import JobSource, render, watch
+from sluicegate.coordinator.httpapi.client import CoordinatorClient, CoordinatorUnreachableError
+from sluicegate.coordinator.httpapi.view import (
+    CheckpointInfo,
+    CheckpointStatus,
+    JobStatus,
+    WorkerInfo,
+)
 
 T0 = 1_700_000_000.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.checkpoints import (
+from sluicegate.coordinator.checkpoints import (
     AbortCause,
     AbortCheckpoint,
     BroadcastCompleted,
@@ -12,8 +12,8 @@ from coordinator.checkpoints import (
     CommitManifest,
     InjectBarriers,
 )
-from operators.protocol import ProtocolViolationError, TopicPartition
-from operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol import ProtocolViolationError, TopicPartition
+from sluicegate.operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 
 SUBTASKS = ("a#0", "b#0")

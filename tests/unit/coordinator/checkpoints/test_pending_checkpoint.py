@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.checkpoints import PendingCheckpoint
-from operators.protocol import ProtocolViolationError, TopicPartition
-from operators.protocol.messages import CheckpointAck
+from sluicegate.coordinator.checkpoints import PendingCheckpoint
+from sluicegate.operators.protocol import ProtocolViolationError, TopicPartition
+from sluicegate.operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 
 

@@ -13,9 +13,9 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.server import ApiServer, serve
-from coordinator.httpapi.view import (
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.server import ApiServer, serve
+from sluicegate.coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,
@@ -24,7 +24,7 @@ from coordinator.httpapi.view import (
     SubtaskInfo,
     WorkerInfo,
 )
-from operators.exceptions import ConfigError, FatalError, RetryableError
+from sluicegate.operators.exceptions import ConfigError, FatalError, RetryableError
 
 Serve = Callable[[FastAPI], Awaitable[ApiServer]]
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from coordinator.config import CoordinatorSettings
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import (
+from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import (
     ADMIN_NAME,
     ApiTokens,
     Principal,
@@ -19,8 +19,8 @@ from coordinator.httpapi.auth import (
     admin_token,
     is_loopback,
 )
-from coordinator.httpapi.savepoints import savepoints_router
-from operators.exceptions import ConfigError
+from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+from sluicegate.operators.exceptions import ConfigError
 from tests.unit.coordinator.httpapi.test_app import FakeView
 from tests.unit.coordinator.httpapi.test_savepoint_routes import FakeView as SavepointsView
 

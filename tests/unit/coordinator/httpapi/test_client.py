@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
-from coordinator.httpapi.view import JobStatus, WorkerInfo
+from sluicegate.coordinator.httpapi.client import CoordinatorApiError, CoordinatorClient
+from sluicegate.coordinator.httpapi.view import JobStatus, WorkerInfo
 
 STATUS = {
     "pipeline": "orders",

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agents.approval_routes import approvals_router
-from agents.declaration import AgentTopics
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import Scope, identity
+from sluicegate.agents.approval_routes import approvals_router
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import Scope, identity
 from tests.unit.coordinator.httpapi.test_app import FakeView
 
 EVIL = {"Origin": "https://evil.example", "Content-Type": "text/plain"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from coordinator.httpapi.savepoint_models import SavepointInfo
-from coordinator.httpapi.savepoints import savepoints_router
-from operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
+from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
 
 
 class FakeView:

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, settings
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from schemathesis.core.result import Ok
 
-from coordinator.httpapi.app import create_app
-from coordinator.httpapi.auth import ApiTokens, Principal, Scope
-from coordinator.httpapi.server import serve
-from coordinator.httpapi.view import (
+from sluicegate.coordinator.httpapi.app import create_app
+from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
+from sluicegate.coordinator.httpapi.server import serve
+from sluicegate.coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
     CheckpointStatus,

@@ -3,7 +3,11 @@ whose transaction the coordinator recorded complete, as it recorded it."""
 
 from __future__ import annotations
 
-from operators.kafka.hanging_transactions import OpenTransaction, TransactionRecord, hanging
+from sluicegate.operators.kafka.hanging_transactions import (
+    OpenTransaction,
+    TransactionRecord,
+    hanging,
+)
 
 
 def open_txn(partition: int, pid: int = 6, epoch: int = 0) -> OpenTransaction:

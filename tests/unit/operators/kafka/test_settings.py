@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 from aiokafka.abc import AbstractTokenProvider
 
-from operators.exceptions import ConfigError
-from operators.kafka import KafkaSettings, SaslMechanism, SecurityProtocol
-from operators.kafka import clients as kafka_clients
-from operators.kafka.settings import kafka_settings
 from sluicegate.devkafka.secure import make_certificate
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.kafka import (
+    KafkaSettings,
+    SaslMechanism,
+    SecurityProtocol,
+    clients as kafka_clients,
+)
+from sluicegate.operators.kafka.settings import kafka_settings
 
 SASL: dict[str, object] = {
     "bootstrap": "k1:9093,k2:9093",

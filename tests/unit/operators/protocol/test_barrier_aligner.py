@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.protocol import (
+from sluicegate.operators.protocol import (
     SOURCE_WRITER,
     Aborted,
     Aligned,

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from operators.protocol.exceptions import MalformedHeadersError
-from operators.protocol.records import HeaderDecoder, RecordMeta, decode_headers, encode_headers
+from sluicegate.operators.protocol.exceptions import MalformedHeadersError
+from sluicegate.operators.protocol.records import (
+    HeaderDecoder,
+    RecordMeta,
+    decode_headers,
+    encode_headers,
+)
 
 
 def test_gives_what_decode_headers_gives_and_decodes_each_list_once(
@@ -23,7 +28,7 @@ def test_gives_what_decode_headers_gives_and_decodes_each_list_once(
         calls.append(headers)
         return decode_headers(headers)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("operators.protocol.records.decode_headers", counting)
+    monkeypatch.setattr("sluicegate.operators.protocol.records.decode_headers", counting)
     assert decoder(list(first)) == RecordMeta(3, 7, "tokenizer#0", pipeline="wc")
     assert decoder(tuple(second)) == RecordMeta(3, 8, "tokenizer#0", pipeline="wc")
     assert calls == []  # both remembered, whatever sequence type carries them

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from operators.exceptions import FatalError
-from operators.protocol import (
+from sluicegate.operators.exceptions import FatalError
+from sluicegate.operators.protocol import (
     ATTEMPT_HEADER,
     CHECKPOINT_HEADER,
     INTERVAL_HEADER,

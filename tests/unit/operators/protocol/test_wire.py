@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from operators.protocol.channels import TopicPartition
-from operators.protocol.messages import (
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.messages import (
     Assign,
     CheckpointAborted,
     CheckpointAck,
@@ -17,7 +17,7 @@ from operators.protocol.messages import (
     SubtaskFailed,
     ToWorker,
 )
-from operators.protocol.wire import decode_message, encode_message
+from sluicegate.operators.protocol.wire import decode_message, encode_message
 from tests.helpers import fake_state_handle
 
 MESSAGES: list[FromWorker | ToWorker] = [

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from operators.runtime.batches import PartitionBatches
+from sluicegate.operators.runtime.batches import PartitionBatches
 
 HEADERS = [("sg-writer", b"op#0")]
 

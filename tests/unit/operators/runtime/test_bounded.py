@@ -3,7 +3,12 @@ how large the whole was; short text passes unchanged."""
 
 from __future__ import annotations
 
-from operators.runtime.bounded import MAX_LOGGED_CHARS, bounded_repr, bounded_text, error_text
+from sluicegate.operators.runtime.bounded import (
+    MAX_LOGGED_CHARS,
+    bounded_repr,
+    bounded_text,
+    error_text,
+)
 
 HUGE = b"\xff" * 900_000
 

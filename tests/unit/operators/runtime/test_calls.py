@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aiokafka import ConsumerRecord
 
-from operators.contract import Context, FunctionOperator, ProcessFunction, Record
-from operators.protocol.channels import TopicPartition
-from operators.runtime.calls import OperatorCalls
-from operators.state.store import PartitionState
+from sluicegate.operators.contract import Context, FunctionOperator, ProcessFunction, Record
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.runtime.calls import OperatorCalls
+from sluicegate.operators.state.store import PartitionState
 
 
 def calls(function: ProcessFunction) -> OperatorCalls:

@@ -11,15 +11,14 @@ import itertools
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from operators.protocol.messages import StateHandle
-from operators.runtime.changelog_snapshots import ChangelogSnapshots
-from operators.runtime.state_transfer import Restored, fetch
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import StorageUnavailableError, open_storage
-from operators.storage.layout import full_checkpoint_marker
+from sluicegate.operators.protocol.messages import StateHandle
+from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
+from sluicegate.operators.runtime.state_transfer import Restored, fetch
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import StorageUnavailableError, open_storage
+from sluicegate.operators.storage.layout import full_checkpoint_marker
 from tests.storage_wrappers import UploadsDown
 
 Rows = dict[bytes, bytes]

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from operators.protocol.messages import SnapshotFile, StateHandle
-from operators.runtime.changelog_snapshots import ChangelogSnapshots
-from operators.runtime.state_transfer import Restored, SnapshotStore, UploadResult, fetch
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import (
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
+from sluicegate.operators.runtime.state_transfer import Restored, SnapshotStore, UploadResult, fetch
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import (
     Storage,
     StorageUnavailableError,
     open_storage,
 )
-from operators.storage.layout import SHARED, full_checkpoint_marker
+from sluicegate.operators.storage.layout import SHARED, full_checkpoint_marker
 from tests.storage_wrappers import UploadsDown
 
 Rows = dict[bytes, bytes]

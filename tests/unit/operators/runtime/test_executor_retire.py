@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from operators.runtime.executor import KeyedExecutor
+from sluicegate.operators.runtime.executor import KeyedExecutor
 
 
 async def test_running_calls_finish_and_queued_ones_never_start() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.numbering import mark_triggered
-from coordinator.retention import apply_retention
-from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotStore, sst_checksums
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, open_storage
+from sluicegate.coordinator.numbering import mark_triggered
+from sluicegate.coordinator.retention import apply_retention
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
+from sluicegate.operators.runtime.state_transfer import SnapshotStore, sst_checksums
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, open_storage
 
 
 async def take(storage: Storage, snapshots: SnapshotStore, store: RocksDBStateStore, n: int,

@@ -7,16 +7,16 @@ from collections.abc import Sequence
 import pytest
 from aiokafka import ConsumerRecord
 
-from operators.protocol.channels import Channel, TopicPartition
-from operators.protocol.records import (
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.records import (
     ATTEMPT_HEADER,
     SOURCE_WRITER,
     RecordKind,
     RecordMeta,
     encode_headers,
 )
-from operators.protocol.restore_filter import Fenced, RestoreFilter
-from operators.runtime.inputs import BarrierAt, Inputs, Rejected
+from sluicegate.operators.protocol.restore_filter import Fenced, RestoreFilter
+from sluicegate.operators.runtime.inputs import BarrierAt, Inputs, Rejected
 
 SOURCE = TopicPartition("lines", 0)
 WORDS = TopicPartition("words", 1)

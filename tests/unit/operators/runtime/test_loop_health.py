@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from operators.runtime.loop_health import LoopHealth
-from operators.runtime.metrics_server import MetricsServer
+from sluicegate.operators.runtime.loop_health import LoopHealth
+from sluicegate.operators.runtime.metrics_server import MetricsServer
 
 
 def _get(url: str) -> tuple[int, dict[str, Any]]:

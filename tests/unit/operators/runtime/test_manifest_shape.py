@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from operators.protocol.messages import CheckpointAck
-from operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.operators.runtime.manifest import CheckpointManifest
 from tests.helpers import fake_state_handle
 
 

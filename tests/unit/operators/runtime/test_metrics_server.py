@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from operators.exceptions import ConfigError
-from operators.runtime.metrics_server import MetricsServer
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.runtime.metrics_server import MetricsServer
 
 
 def test_serves_the_registry_on_any_free_port_and_stops() -> None:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from operators.graph import SubtaskId
-from operators.pipeline import Pipeline
-from operators.protocol.messages import RestorePoint
-from operators.runtime.control import InMemoryControl
-from operators.runtime.state_transfer import SnapshotStore
-from operators.runtime.subtask import CorruptCheckpointError, Subtask
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, open_storage
+from sluicegate.operators.graph import SubtaskId
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.protocol.messages import RestorePoint
+from sluicegate.operators.runtime.control import InMemoryControl
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.runtime.subtask import CorruptCheckpointError, Subtask
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, open_storage
 
 
 async def restore_point(storage: Storage, tmp_path: Path) -> RestorePoint:

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from operators.protocol.messages import SnapshotFile, StateHandle
-from operators.runtime.exceptions import CorruptCheckpointError
-from operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotStore
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import Storage, open_storage
-from operators.storage.layout import checkpoint_manifest
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
+from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.operators.storage.layout import checkpoint_manifest
 
 ESCAPES = ["../../outside.sst", "/tmp/outside.sst", "sub/000009.sst", "..", ".hidden", ""]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from operators.runtime.state_transfer import SnapshotStore
-from operators.state.rocksdb import RocksDBStateStore
-from operators.storage import (
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.storage import (
     ContentAddressedUpload,
     CorruptFileError,
     Storage,

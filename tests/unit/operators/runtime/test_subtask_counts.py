@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from operators.contract import Context, Operator, Record
-from operators.graph import SubtaskId
-from operators.pipeline import Pipeline
-from operators.runtime.control import InMemoryControl
-from operators.runtime.subtask import Subtask
-from operators.storage import open_storage
+from sluicegate.operators.contract import Context, Operator, Record
+from sluicegate.operators.graph import SubtaskId
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.control import InMemoryControl
+from sluicegate.operators.runtime.subtask import Subtask
+from sluicegate.operators.storage import open_storage
 
 
 class Counting(Operator):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from operators.runtime.wakes import WakeQueue, WakeUp
+from sluicegate.operators.runtime.wakes import WakeQueue, WakeUp
 
 
 def wake(key: str, due: float) -> WakeUp:

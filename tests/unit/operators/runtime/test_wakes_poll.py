@@ -3,7 +3,7 @@ while calls are in flight, so an agent's next step is not held back by an idle f
 
 from __future__ import annotations
 
-from operators.runtime.wakes import BUSY_POLL_MS, WakeQueue, WakeUp, poll_timeout_ms
+from sluicegate.operators.runtime.wakes import BUSY_POLL_MS, WakeQueue, WakeUp, poll_timeout_ms
 
 
 def test_idle_waits_the_whole_fetch_timeout() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.savepoints import SavepointRefusedError
-from operators.savepoints.compatibility import check_restore
-from operators.savepoints.sources import OperatorInfo
-from operators.state.store import PartitionId
-from operators.state.versions import StateVersions
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.savepoints import SavepointRefusedError
+from sluicegate.operators.savepoints.compatibility import check_restore
+from sluicegate.operators.savepoints.sources import OperatorInfo
+from sluicegate.operators.state.store import PartitionId
+from sluicegate.operators.state.versions import StateVersions
 
 
 def noop(record: Record, ctx: Context) -> None:

@@ -8,23 +8,22 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from operators.contract import Context, Record
-from operators.graph import JobGraph
-from operators.pipeline import Pipeline
-from operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
-from operators.runtime.state_transfer import SnapshotStore
-from operators.savepoints import CorruptSavepointError, SavepointRefusedError
-from operators.savepoints.materialize import materialize_checkpoint
-from operators.savepoints.sources import CheckpointSource, SavepointSource, all_rows
-from operators.savepoints.store import SavepointStore
-from operators.savepoints.writer import write_savepoint
-from operators.state.rocksdb import RocksDBStateStore
-from operators.state.store import PartitionId
-from operators.state.versions import StateVersions
-from operators.storage import Storage, open_storage
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
+from sluicegate.operators.runtime.state_transfer import SnapshotStore
+from sluicegate.operators.savepoints import CorruptSavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, all_rows
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.savepoints.writer import write_savepoint
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId
+from sluicegate.operators.state.versions import StateVersions
+from sluicegate.operators.storage import Storage, open_storage
 
 PARTITIONS = 6
 

@@ -7,11 +7,10 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from operators.savepoints import CorruptSavepointError, decode_rows, encode_rows
-from operators.savepoints.rows import MAX_KEY_BYTES, MAX_VALUE_BYTES
+from sluicegate.operators.savepoints import CorruptSavepointError, decode_rows, encode_rows
+from sluicegate.operators.savepoints.rows import MAX_KEY_BYTES, MAX_VALUE_BYTES
 
 
 def _reseal(body: bytes) -> bytes:

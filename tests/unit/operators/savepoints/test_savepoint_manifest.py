@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from operators.savepoints import (
+from sluicegate.operators.savepoints import (
     FORMAT_VERSION,
     CorruptSavepointError,
     OperatorState,

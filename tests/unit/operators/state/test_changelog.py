@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.state.changelog import (
+from sluicegate.operators.state.changelog import (
     ChangelogFormatError,
     ChangelogWriter,
     Op,
@@ -16,8 +16,8 @@ from operators.state.changelog import (
     segment_checkpoint_id,
     segment_name,
 )
-from operators.state.local_checkpoint import FileKind, classify
-from operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.local_checkpoint import FileKind, classify
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
 
 
 def test_a_segment_gives_back_its_records_in_order(tmp_path: Path) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from operators.state import PartitionId
-from operators.state.codec import (
+from sluicegate.operators.state import PartitionId
+from sluicegate.operators.state.codec import (
     META_PREFIX,
     decode_json,
     decode_partition,

@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from operators.state import RocksDBStateStore, SstKey
+from sluicegate.operators.state import RocksDBStateStore, SstKey
 
 ROWS = 200_000
 PARTITIONS = 8

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from operators.state import (
+from sluicegate.operators.state import (
     PartitionId,
     ReservedKeyError,
     RocksDBStateStore,
     StateOpenError,
     StateSchemaVersionError,
 )
-from operators.state.codec import META_PREFIX, SCHEMA_VERSION_KEY, partition_prefix
+from sluicegate.operators.state.codec import META_PREFIX, SCHEMA_VERSION_KEY, partition_prefix
 
 
 @pytest.fixture

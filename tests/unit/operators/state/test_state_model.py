@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from operators.state import RocksDBOptions, RocksDBStateStore
-from operators.state.codec import prefix_successor
+from sluicegate.operators.state import RocksDBOptions, RocksDBStateStore
+from sluicegate.operators.state.codec import prefix_successor
 
 PARTITIONS = [("t", 0), ("t", 1), ("u", 0)]
 KEYS = st.binary(max_size=3).map(lambda b: b.replace(b"\x02", b"\xff"))

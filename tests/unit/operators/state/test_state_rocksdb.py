@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.state import (
+from sluicegate.operators.state import (
     InvalidPartitionError,
     PartitionId,
     RocksDBOptions,

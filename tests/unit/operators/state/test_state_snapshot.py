@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from operators.state import (
+from sluicegate.operators.state import (
     CheckpointExistsError,
     CheckpointInventory,
     FileKind,
@@ -18,7 +18,7 @@ from operators.state import (
     RestoreSourceError,
     RocksDBStateStore,
 )
-from operators.state.local_checkpoint import classify
+from sluicegate.operators.state.local_checkpoint import classify
 
 Dump = dict[PartitionId | str, list[tuple[bytes, bytes]]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.state.versions import StateVersions, UpgradeError
+from sluicegate.operators.state.versions import StateVersions, UpgradeError
 
 
 def _suffix(tag: bytes):  # type: ignore[no-untyped-def]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.storage import CorruptFileError, NotFoundError, Storage, open_storage
-from operators.storage.blobs import BlobMeta, BlobStore, subject_digest
+from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage, open_storage
+from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 
 ALICE, BOB = subject_digest("alice"), subject_digest("bob")
 

@@ -21,7 +21,7 @@ import obstore
 import pytest
 from obstore.store import LocalStore, MemoryStore
 
-from operators.storage import (
+from sluicegate.operators.storage import (
     AlreadyExistsError,
     CorruptFileError,
     InvalidPathError,

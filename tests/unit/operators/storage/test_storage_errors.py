@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import pytest
 from obstore.store import S3Store
 
-from operators.exceptions import FatalError, RetryableError
-from operators.storage import (
+from sluicegate.operators.exceptions import FatalError, RetryableError
+from sluicegate.operators.storage import (
     AlreadyExistsError,
     CorruptFileError,
     InvalidPathError,

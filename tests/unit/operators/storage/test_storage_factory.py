@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from operators.exceptions import ConfigError
-from operators.storage import ObstoreStorage, Storage, open_storage
+from sluicegate.operators.exceptions import ConfigError
+from sluicegate.operators.storage import ObstoreStorage, Storage, open_storage
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.storage import InvalidPathError, layout
+from sluicegate.operators.storage import InvalidPathError, layout
 
 SHA = "0123456789abcdef" * 4
 

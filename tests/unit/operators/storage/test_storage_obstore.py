@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from obstore.store import LocalStore, MemoryStore
 
-from operators.storage import (
+from sluicegate.operators.storage import (
     CorruptFileError,
     LocalFileChangedError,
     NotFoundError,
     ObstoreStorage,
     layout,
+    obstore_storage as implementation,
 )
-from operators.storage import obstore_storage as implementation
 
 MIB = 1024 * 1024
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import CoordinatorSettings
-from operators.kafka.settings import _EnvKafkaSettings
 from sluicegate.cli.loader import load_graph
 from sluicegate.cli.main import _parser
+from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.deploy import render
+from sluicegate.operators.kafka.settings import _EnvKafkaSettings
 from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, build, find
 

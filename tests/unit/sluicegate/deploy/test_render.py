@@ -9,10 +9,10 @@ import re
 import pytest
 import yaml
 
-from operators.exceptions import ConfigError
 from sluicegate.cli.main import _parser
 from sluicegate.deploy import render, slots_for, to_yaml
 from sluicegate.deploy.rules import prometheus_rule
+from sluicegate.operators.exceptions import ConfigError
 from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, build, find
 

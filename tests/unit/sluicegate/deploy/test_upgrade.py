@@ -16,10 +16,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from operators.exceptions import ConfigError
 from sluicegate.cli.main import _parser
 from sluicegate.deploy import render
 from sluicegate.deploy.upgrade import restore_patch, savepoint_pod
+from sluicegate.operators.exceptions import ConfigError
 from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, find
 

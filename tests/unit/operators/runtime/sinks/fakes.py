@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
-from operators.runtime.sinks.write_ahead import SinkOutput
+from sluicegate.operators.runtime.sinks.write_ahead import SinkOutput
 
 
 class MemoryState:

@@ -3,9 +3,13 @@ replay reproduces."""
 
 from __future__ import annotations
 
-from operators.contract import Record
-from operators.runtime.sinks.at_least_once import RECORD_ID_HEADER, AtLeastOnceSink, record_id
-from operators.runtime.sinks.contract import SinkRecord
+from sluicegate.operators.contract import Record
+from sluicegate.operators.runtime.sinks.at_least_once import (
+    RECORD_ID_HEADER,
+    AtLeastOnceSink,
+    record_id,
+)
+from sluicegate.operators.runtime.sinks.contract import SinkRecord
 from tests.unit.operators.runtime.sinks.fakes import FakeSender
 
 SOURCE = Record(topic="in", partition=3, offset=41, key=b"k", value=b"v", timestamp_ms=0)

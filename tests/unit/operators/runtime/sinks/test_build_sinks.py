@@ -3,12 +3,12 @@ topics between operators."""
 
 from __future__ import annotations
 
-from operators.contract import Context, Record
-from operators.graph import JobGraph, SubtaskId
-from operators.pipeline import Pipeline
-from operators.runtime.sinks.at_least_once import AtLeastOnceSink
-from operators.runtime.sinks.building import build_sinks
-from operators.runtime.sinks.exactly_once import ExactlyOnceSink
+from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.graph import JobGraph, SubtaskId
+from sluicegate.operators.pipeline import Pipeline
+from sluicegate.operators.runtime.sinks.at_least_once import AtLeastOnceSink
+from sluicegate.operators.runtime.sinks.building import build_sinks
+from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink
 from tests.unit.operators.runtime.sinks.fakes import FakeSender, MemoryState
 
 

@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-from operators.runtime.exceptions import SinkProgressError
-from operators.runtime.sinks.contract import SinkRecord
-from operators.runtime.sinks.exactly_once import ExactlyOnceSink
-from operators.runtime.sinks.write_ahead import WriteAheadLog
+from sluicegate.operators.runtime.exceptions import SinkProgressError
+from sluicegate.operators.runtime.sinks.contract import SinkRecord
+from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink
+from sluicegate.operators.runtime.sinks.write_ahead import WriteAheadLog
 from tests.unit.operators.runtime.sinks.fakes import FakeTransactions, MemoryState
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from operators.runtime.sinks.write_ahead import WriteAheadLog, decode_output, encode_output
-from operators.state.rocksdb import RocksDBStateStore
-from operators.state.store import PartitionState
+from sluicegate.operators.runtime.sinks.write_ahead import (
+    WriteAheadLog,
+    decode_output,
+    encode_output,
+)
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionState
 from tests.unit.operators.runtime.sinks.fakes import MemoryState
 
 

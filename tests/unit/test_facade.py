@@ -1,0 +1,41 @@
+"""The front door: `from sluicegate import ...` gives a pipeline's author every name they need,
+each the very object its home module defines, and importing it loads nothing until a name is
+used."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import sluicegate
+
+
+def test_the_facade_is_small() -> None:
+    assert 15 <= len(sluicegate.__all__) <= 25
+
+
+@pytest.mark.parametrize("name", sluicegate.__all__)
+def test_each_name_is_its_home_modules_object(name: str) -> None:
+    home = importlib.import_module(sluicegate._HOMES[name])
+    assert getattr(sluicegate, name) is getattr(home, name)
+    assert name in dir(sluicegate)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Coordinator'"):
+        _ = sluicegate.Coordinator  # type: ignore[attr-defined]
+
+
+def test_importing_the_facade_loads_no_library_module() -> None:
+    probe = (
+        "import json, sys, sluicegate\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sluicegate.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout) == []
