@@ -1,1 +1,2 @@
-"""Checkpoint coordinator, recovery, savepoints, HTTP API and the ``sluicegate`` CLI."""
+"""The checkpoint coordinator: checkpoints, recovery, retention, stop, savepoints and its HTTP
+API. Installed as `sluicegate.coordinator`; the ``sluicegate`` CLI is `sluicegate.cli`."""

@@ -10,8 +10,9 @@ A word count reads like this::
     p.operator("counter", count, inputs="words", outputs="counts", parallelism=2)
     graph = p.build()   # validates; raises PipelineError naming the culprit
 
-Kinds of topic: a *source* is written by the outside world (the coordinator is its only marker
-writer); a *topic* joins two operators; a *sink* is read by the outside world and written by
+Kinds of topic: a *source* is written by the outside world only (its barriers are taken by the
+subtasks that read it, at their read positions, when the coordinator triggers a checkpoint); a
+*topic* joins two operators; a *sink* is read by the outside world and written by
 exactly one operator, with exactly-once publication.
 """
 

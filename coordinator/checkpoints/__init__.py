@@ -9,7 +9,7 @@ from sluicegate.coordinator.checkpoints.tracker import (
     BroadcastCompleted,
     CheckpointTracker,
     CommitManifest,
-    InjectBarriers,
+    SendTrigger,
 )
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
     "BroadcastCompleted",
     "CheckpointTracker",
     "CommitManifest",
-    "InjectBarriers",
     "PendingCheckpoint",
+    "SendTrigger",
     "StorageBackoff",
 ]

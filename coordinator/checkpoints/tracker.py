@@ -3,7 +3,8 @@
 :class:`CheckpointTracker` is fed triggers, acks, declines, clock ticks, manifest commits and
 recoveries; it answers with actions the coordinator's task performs:
 
-* :class:`InjectBarriers` — write barrier ``n`` of ``attempt`` into every source partition;
+* :class:`SendTrigger` — send ``TriggerCheckpoint(n)`` of ``attempt`` to the workers: each source
+  subtask puts barrier ``n`` on its source channels at its read position;
 * :class:`CommitManifest` — every subtask acked: commit the manifest of ``n`` (create-if-absent),
   then call :meth:`CheckpointTracker.on_manifest_committed`;
 * :class:`BroadcastCompleted` — tell every subtask that ``n`` completed (sinks publish);
@@ -30,7 +31,7 @@ __all__ = [
     "BroadcastCompleted",
     "CheckpointTracker",
     "CommitManifest",
-    "InjectBarriers",
+    "SendTrigger",
 ]
 
 
@@ -44,8 +45,9 @@ class AbortCause(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class InjectBarriers:
-    """Write barrier ``checkpoint_id``, stamped with ``attempt``, into every source partition."""
+class SendTrigger:
+    """Send ``TriggerCheckpoint(checkpoint_id)`` of ``attempt`` to the workers; every source subtask
+    takes barrier ``checkpoint_id`` at its read positions (the coordinator writes no topic)."""
 
     checkpoint_id: int
     attempt: int
@@ -135,7 +137,7 @@ class CheckpointTracker:
         """The newest checkpoint whose manifest was committed by this tracker."""
         return self._last_completed
 
-    def trigger(self, now: float, *, forced: bool = False) -> InjectBarriers | None:
+    def trigger(self, now: float, *, forced: bool = False) -> SendTrigger | None:
         """Start the next checkpoint if allowed now, else ``None``.
 
         Not allowed while one is in flight, before ``min_pause_seconds`` have passed since
@@ -162,7 +164,7 @@ class CheckpointTracker:
             triggered_at=now,
             timeout_seconds=self._timeout,
         )
-        return InjectBarriers(checkpoint_id, self._attempt)
+        return SendTrigger(checkpoint_id, self._attempt)
 
     def on_ack(self, ack: CheckpointAck) -> CommitManifest | None:
         """Record an ack; :class:`CommitManifest` once every subtask has acked.

@@ -34,7 +34,7 @@ from sluicegate.coordinator.checkpoints import (
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
-    InjectBarriers,
+    SendTrigger,
 )
 from sluicegate.operators.protocol import (
     SOURCE_WRITER,
@@ -422,7 +422,7 @@ class World:
         self.trace.append(f"{self.now:g} clock jumps past the timeout")
         self._tick(lambda _: 0)
 
-    def _inject(self, inject: InjectBarriers) -> None:
+    def _inject(self, inject: SendTrigger) -> None:
         self.durable_next_id = self.tracker.next_checkpoint_id
         for sub in self.subtasks.values():  # the trigger goes over the control plane
             if sub.operator == 0:

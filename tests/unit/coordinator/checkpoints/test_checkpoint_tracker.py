@@ -10,7 +10,7 @@ from sluicegate.coordinator.checkpoints import (
     BroadcastCompleted,
     CheckpointTracker,
     CommitManifest,
-    InjectBarriers,
+    SendTrigger,
 )
 from sluicegate.operators.protocol import ProtocolViolationError, TopicPartition
 from sluicegate.operators.protocol.messages import CheckpointAck
@@ -53,7 +53,7 @@ def complete(t: CheckpointTracker, checkpoint_id: int, now: float) -> BroadcastC
 
 def test_a_checkpoint_goes_trigger_acks_commit_completed() -> None:
     t = tracker()
-    assert t.trigger(0.0) == InjectBarriers(1, 1)
+    assert t.trigger(0.0) == SendTrigger(1, 1)
     assert t.in_flight == 1
     assert t.on_ack(ack("b#0", 1)) is None
     commit = t.on_ack(ack("a#0", 1))
@@ -77,7 +77,7 @@ def test_the_interval_spaces_triggers_unless_forced() -> None:
     t.trigger(0.0)
     complete(t, 1, 1.0)
     assert t.trigger(9.0) is None
-    assert t.trigger(9.0, forced=True) == InjectBarriers(2, 1)
+    assert t.trigger(9.0, forced=True) == SendTrigger(2, 1)
 
 
 def test_the_min_pause_counts_from_the_end_of_the_last_checkpoint_even_when_forced() -> None:
@@ -85,7 +85,7 @@ def test_the_min_pause_counts_from_the_end_of_the_last_checkpoint_even_when_forc
     t.trigger(0.0)
     complete(t, 1, 20.0)
     assert t.trigger(24.0, forced=True) is None
-    assert t.trigger(25.0) == InjectBarriers(2, 1)
+    assert t.trigger(25.0) == SendTrigger(2, 1)
 
 
 def test_a_timeout_aborts_and_the_pause_follows() -> None:
@@ -99,7 +99,7 @@ def test_a_timeout_aborts_and_the_pause_follows() -> None:
     assert "b#0" in abort.reason
     assert t.on_ack(ack("b#0", 1)) is None, "a late ack of an aborted checkpoint is stale"
     assert t.trigger(64.0) is None
-    assert t.trigger(65.0) == InjectBarriers(2, 1)
+    assert t.trigger(65.0) == SendTrigger(2, 1)
 
 
 def test_a_decline_aborts_once() -> None:
@@ -155,7 +155,7 @@ def test_checkpoint_ids_never_repeat_across_recoveries() -> None:
     # A coordinator that restarts builds its tracker from the id it kept durably.
     restarted = tracker(next_id=t.next_checkpoint_id, attempt=6, interval=0, pause=0)
     inject = restarted.trigger(0.0)
-    assert inject == InjectBarriers(5, 6)
+    assert inject == SendTrigger(5, 6)
     seen.append(inject.checkpoint_id)
     assert seen == sorted(set(seen))
 
