@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 
 from sluicegate.agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics, TaskFeed
-from sluicegate.agents.state_versions import run_state_versions
+from sluicegate.agents.runs.versions import run_state_versions
 from sluicegate.operators.contract import Operator
 from sluicegate.operators.exceptions import PipelineError
 from sluicegate.operators.graph import JobGraph

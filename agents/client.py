@@ -5,7 +5,7 @@ Records are keyed by ``run_id``. Any partition will do: the agent's routing oper
 (`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
 reaches its run whatever client and partitioner wrote the task. These functions write
 unchecked; ``sluicegate approve|reject`` and the HTTP routes first check the run's status
-(`agents.run_directory`); `request_fork` reads the parent's history first.
+(`agents.runs.directory`); `request_fork` reads the parent's history first.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Iterable
 
 from aiokafka import AIOKafkaProducer
 
-from sluicegate.agents.fork import ForkPatch
-from sluicegate.agents.fork_request import fork_request, new_fork_id
-from sluicegate.agents.history import RunHistory
+from sluicegate.agents.fork.patch import ForkPatch
+from sluicegate.agents.fork.request import fork_request, new_fork_id
+from sluicegate.agents.history.events import RunHistory
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RunCommand, TaskRequest
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
@@ -66,7 +66,7 @@ async def request_fork(
     by: str = "unknown",
 ) -> ForkRun:
     """Fork ``parent_run_id`` after ``from_step``: read its events from ``history``, build the
-    command (`agents.fork_request.fork_request`) and write it to ``approvals``.
+    command (`agents.fork.request.fork_request`) and write it to ``approvals``.
 
     Raises:
         UnknownRunError, EventsUnavailableError, HistoryError, ForkRefusedError: nothing was

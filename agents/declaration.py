@@ -14,7 +14,7 @@ from typing import Literal
 from sluicegate.agents.blobs.policy import BlobPolicy
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ModelClient
-from sluicegate.agents.state import Budget
+from sluicegate.agents.runs.state import Budget
 from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolResources
 from sluicegate.operators.contract import Record
 

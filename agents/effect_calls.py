@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from sluicegate.agents import run as machine
 from sluicegate.agents.blobs.handle import unavailable_marker
 from sluicegate.agents.blobs.references import BlobReferences
 from sluicegate.agents.faults import fault_point
@@ -36,8 +35,9 @@ from sluicegate.agents.journal import (
 )
 from sluicegate.agents.metrics import AgentMetrics, StepCounters
 from sluicegate.agents.models.contract import ModelClient, ModelResponse, ToolSchema
-from sluicegate.agents.run_cache import json_value
-from sluicegate.agents.state import RunState
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.cache import json_value
+from sluicegate.agents.runs.state import RunState
 from sluicegate.operators.contract import Context
 
 __all__ = ["EffectCalls"]

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.state import (
+from sluicegate.agents.runs.state import (
     Budget,
     EffectRecord,
     ForkOrigin,
@@ -100,12 +100,13 @@ class ApprovalDecision(BaseModel):
 
 
 class ForkRun(BaseModel):
-    """Start run ``run_id`` from ``parent_run_id`` after its step ``from_step`` (`agents.fork`).
+    """Start run ``run_id`` from ``parent_run_id`` after its step ``from_step``
+    (`agents.fork.patch`).
 
     The seed is what the writer replayed from the parent's events and patched: ``messages``
     (the conversation up to the step boundary), ``usage`` so far (the budget carries over),
     ``budget`` (capped again by the agent's ceiling when the run starts), ``goal`` and
-    ``metadata``. The agent validates it like any input (`agents.fork.check_seed`); a fork
+    ``metadata``. The agent validates it like any input (`agents.fork.patch.check_seed`); a fork
     whose ``run_id`` exists is ignored like a duplicate task.
     """
 
@@ -132,7 +133,7 @@ class ForkRun(BaseModel):
         default=(), max_length=MAX_FORK_MESSAGES
     )
     """Ids of the parent's handles (`RunState.blobs`) the seed's messages hold: the fork
-    resolves these (`agents.fork.check_blobs`). Absent in older commands: none."""
+    resolves these (`agents.fork.patch.check_blobs`). Absent in older commands: none."""
 
     def origin(self) -> ForkOrigin:
         return ForkOrigin(
@@ -144,7 +145,7 @@ class ForkRun(BaseModel):
 
 
 class RollbackRun(BaseModel):
-    """Undo the effects of run ``run_id``'s steps after ``to_step`` (`agents.rollback`)."""
+    """Undo the effects of run ``run_id``'s steps after ``to_step`` (`agents.rollback.machine`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 

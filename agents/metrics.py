@@ -17,7 +17,7 @@ from weakref import WeakKeyDictionary
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from sluicegate.agents.journal.entries import EffectKind
-from sluicegate.agents.state import RunStatus
+from sluicegate.agents.runs.state import RunStatus
 
 __all__ = [
     "BLOB_KINDS",

@@ -2,9 +2,9 @@
 
 Each run lives in the keyed state of its tasks partition (`RunState` under ``run/<run_id>``)
 and moves one step at a time: a task record starts it, then each wake-up performs one action of
-`agents.run.next_action` (a model call, a tool call, or a safe-point write), then at once every
-read-only tool call that follows it (the tool calls a model reply asked for), and wakes the run
-again. The calls of a wake-up share their journal round trip: none waits for the
+`agents.runs.machine.next_action` (a model call, a tool call, or a safe-point write), then at
+once every read-only tool call that follows it (the tool calls a model reply asked for), and
+wakes the run again. The calls of a wake-up share their journal round trip: none waits for the
 acknowledgement of the entries before it, and their safe points are written in order once all
 are durable. Between two wake-ups the run is at a safe point, which is the only moment a
 snapshot can see, because the engine snapshots only between calls.
@@ -22,15 +22,16 @@ reply is stored by `agents.blobs.references.BlobReferences` inside the journaled
 its ``done``; the run's handles are resolved in `EffectCalls.call_model`, and each one that
 cannot be read is saved as a ``blob_unavailable`` safe point before the model is called.
 A `RollbackRun` command on the approvals topic puts a run into ``rolling_back``; from then on
-each wake-up performs one action of its rollback (`agents.compensation`, `agents.rollback`).
+each wake-up performs one action of its rollback (`agents.rollback.compensation`,
+`agents.rollback.machine`).
 Commands and wake-ups of one run never interleave: the engine runs `process` and `on_wake` of
 one key one after the other, and a command's record key must be its run id (the routing
 stage writes it so; any other is dead-lettered).
 
-Runs are read and written through `agents.run_cache.RunCache`: the decoded state of a run is
+Runs are read and written through `agents.runs.cache.RunCache`: the decoded state of a run is
 kept between its wake-ups (written through to the state at every safe point, dropped on every
 `open`, since a restore rewinds the state) and its next document reuses the encoded messages
-and effects it still holds (`agents.run_encoding`).
+and effects it still holds (`agents.runs.encoding`).
 
 Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
 completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
@@ -50,12 +51,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from sluicegate.agents import rollback, run as machine
 from sluicegate.agents.blobs.references import BlobReferences
-from sluicegate.agents.compensation import Compensator
 from sluicegate.agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from sluicegate.agents.effect_calls import EffectCalls
-from sluicegate.agents.fork import fork_run
+from sluicegate.agents.fork.patch import fork_run
 from sluicegate.agents.journal import (
     Deferred,
     Journal,
@@ -72,9 +71,12 @@ from sluicegate.agents.messages import (
 )
 from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.models.contract import ModelClient
-from sluicegate.agents.run_cache import DEFAULT_CAPACITY, RunCache
-from sluicegate.agents.run_tracker import RunTracker
-from sluicegate.agents.state import RunState, RunStatus, run_key
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.rollback.compensation import Compensator
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.cache import DEFAULT_CAPACITY, RunCache
+from sluicegate.agents.runs.state import RunState, RunStatus, run_key
+from sluicegate.agents.runs.tracker import RunTracker
 from sluicegate.agents.tools import Tool, tool_schemas
 from sluicegate.operators.contract import Context, OpenContext, Operator, Record
 from sluicegate.operators.exceptions import RetryableError
@@ -268,7 +270,7 @@ class AgentOperator(Operator):
         ctx.wake(decision.run_id.encode(), topic=self.topics.tasks)
 
     def _on_fork(self, fork: ForkRun, ctx: Context) -> None:
-        """Start fork ``fork.run_id`` from its seed (`agents.fork.fork_run`), unless a run of
+        """Start fork ``fork.run_id`` from its seed (`agents.fork.patch.fork_run`), unless a run of
         that id exists (ignored like a duplicate task). Its budget is the seed's, capped at
         the agent's ceiling; a seed that does not check out raises (dead-lettered)."""
         tasks = ctx.state_of(self.topics.tasks)

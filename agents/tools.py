@@ -102,7 +102,7 @@ class ToolDeclarationError(FatalError):
         self.tool, self.problem = tool, problem
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(FatalError):
     """The model's arguments do not match the tool's schema (the model is told and goes on)."""
 
 

@@ -24,7 +24,7 @@ A step is one model call and the tool call it asked for. Measured, in this order
    safe point writes the run to the subtask's RocksDB (pending batch, made durable by the next
    checkpoint) and its event/result to the exactly-once sinks' write-ahead state.
 2. **Direct, one run at a time** (less noisy; each the median of 3 interleaved repetitions):
-   the same run through `agents.run` with the model and tool called directly and nothing
+   the same run through `agents.runs.machine` with the model and tool called directly and nothing
    persisted (``plain``); then an `AgentOperator` driven
    by hand (its ``process`` and ``on_wake``, as a subtask would call them) over a
    `RocksDBStateStore` whose batch is applied after every call, with an `InMemoryJournal` and
@@ -79,7 +79,6 @@ from prometheus_client import CollectorRegistry
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import report_table
 from sluicegate import Agent, AgentTopics, add_agent
-from sluicegate.agents import run as machine
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.declaration import JOURNAL_SUFFIX
 from sluicegate.agents.journal import InMemoryJournal, Journal
@@ -88,7 +87,8 @@ from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.models.scripted import ScriptedModel
 from sluicegate.agents.operator import AgentOperator
-from sluicegate.agents.state import Budget, RunStatus
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.state import Budget, RunStatus
 from sluicegate.agents.tools import ToolContext, tool
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.operators.contract import Record

@@ -36,10 +36,10 @@ from sluicegate.operators.contract import Context, ProcessFunction, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import clients as kafka_clients
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import NotFoundError, open_storage
 from sluicegate.operators.storage.layout import checkpoint_prefix
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 PARTITIONS = 4
 KEYS = 1000

@@ -54,9 +54,9 @@ from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import clients as kafka_clients
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 VALUE_BYTES = 1000
 SUBTASK = "store#0"

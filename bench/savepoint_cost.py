@@ -30,14 +30,14 @@ from bench.table import report_table
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
-from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.rebuild import rebuild_checkpoint
 from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.savepoints.writer import write_savepoint
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 
 
 def value(i: int) -> bytes:
@@ -105,7 +105,7 @@ async def measure(keys: int, partitions: int, root: Path) -> list[tuple[str, ...
     sp_seconds = time.perf_counter() - started
     started = time.perf_counter()
     loaded = await SavepointStore(storage).load("sp")
-    await materialize_checkpoint(
+    await rebuild_checkpoint(
         storage, SavepointSource(storage, loaded), graph(partitions, 3), checkpoint_id=2,
         attempt=2, work_dir=root / "m",
     )  # fmt: skip

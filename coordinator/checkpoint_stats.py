@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from sluicegate.coordinator.checkpoints import AbortCause
 from sluicegate.operators.metrics import CHECKPOINT_PHASES, CHECKPOINT_SECONDS_BUCKETS
-from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
 __all__ = ["ABORT_REASONS", "AbortReason", "CheckpointStats", "HistogramCounts", "slowest_phases"]
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from sluicegate.coordinator.exceptions import FencedError
 from sluicegate.coordinator.numbering import newest_number, take_next
-from sluicegate.operators.exceptions import FatalError
 from sluicegate.operators.storage import Storage, StorageError
 from sluicegate.operators.storage.layout import COORDINATORS, attempt_marker, coordinator_marker
 
-__all__ = ["Fence", "FencedError", "newest_epoch", "placed_elsewhere", "take_epoch"]
+__all__ = ["Fence", "newest_epoch", "placed_elsewhere", "take_epoch"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,20 +45,6 @@ async def newest_epoch(storage: Storage) -> int:
 async def take_epoch(storage: Storage) -> int:
     """Take the next coordinator epoch durably and return it."""
     return await take_next(storage, COORDINATORS, coordinator_marker)
-
-
-class FencedError(FatalError):
-    """A request to a fenced coordinator: ``what_to_do`` says where to ask instead."""
-
-    def __init__(self, epoch: int, fenced_by: int) -> None:
-        self.message = (
-            f"this coordinator (epoch {epoch}) is fenced by coordinator epoch {fenced_by}"
-        )
-        self.what_to_do = (
-            "Ask the newer coordinator of the pipeline; stop this process (one coordinator per "
-            "pipeline)"
-        )
-        super().__init__(f"{self.message}. {self.what_to_do}")
 
 
 @dataclass(slots=True)

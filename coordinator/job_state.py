@@ -47,9 +47,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-from sluicegate.operators.exceptions import FatalError
+from sluicegate.coordinator.exceptions import IllegalTransitionError
 
-__all__ = ["TRANSITIONS", "IllegalTransitionError", "JobEvent", "JobState", "JobStateMachine"]
+__all__ = ["TRANSITIONS", "JobEvent", "JobState", "JobStateMachine"]
 
 
 class JobState(StrEnum):
@@ -131,16 +131,6 @@ TRANSITIONS: Final[Mapping[JobState, Mapping[JobEvent, JobState]]] = MappingProx
 """state -> event -> next state; an absent pair is an illegal transition."""
 
 
-class IllegalTransitionError(FatalError):
-    """``event`` is not allowed in ``state``: the caller's sequencing is wrong."""
-
-    def __init__(self, state: JobState, event: JobEvent) -> None:
-        allowed = ", ".join(sorted(TRANSITIONS[state])) or "none: the state is terminal"
-        super().__init__(f"event {event} is not allowed in job state {state} (allowed: {allowed})")
-        self.state = state
-        self.event = event
-
-
 class JobStateMachine:
     """The job's current state, moved only along :data:`TRANSITIONS`."""
 
@@ -174,6 +164,6 @@ class JobStateMachine:
         """
         next_state = TRANSITIONS[self._state].get(event)
         if next_state is None:
-            raise IllegalTransitionError(self._state, event)
+            raise IllegalTransitionError(self._state, event, TRANSITIONS[self._state])
         self._state = next_state
         return next_state

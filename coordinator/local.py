@@ -25,11 +25,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from sluicegate.coordinator.exceptions import JobFailedError
 from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.restart import RestartPolicy
 from sluicegate.coordinator.service import Coordinator
-from sluicegate.operators.exceptions import FatalError
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.runtime.control import InMemoryBus
@@ -37,18 +37,10 @@ from sluicegate.operators.runtime.subtask import Subtask, SubtaskSettings
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import Storage
 
-__all__ = ["JobFailedError", "LocalJob"]
+__all__ = ["LocalJob"]
 
 _WORKER = "local"
 _POLL_S = 0.02
-
-
-class JobFailedError(FatalError):
-    """A subtask of the job failed; ``subtask`` names it."""
-
-    def __init__(self, subtask: str, reason: str) -> None:
-        super().__init__(f"subtask {subtask} failed: {reason}")
-        self.subtask, self.reason = subtask, reason
 
 
 class LocalJob:

@@ -36,8 +36,8 @@ from sluicegate.coordinator.retirement import RetireGate
 from sluicegate.coordinator.savepoints.restoring import already_restored
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.protocol.messages import Heartbeat
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 __all__ = ["Placed", "Placement"]
 
@@ -50,7 +50,7 @@ class Placed:
 
     assignment: Assignment
     manifest: CheckpointManifest | None
-    materialised: bool
+    rebuilt: bool
     """``manifest`` is a checkpoint written for this restore (its id is used now)."""
 
 
@@ -181,7 +181,7 @@ class Placement:
         assignment = plan_assignment(self.subtasks, slots, self.previous)
         await save_assignment(self.storage, attempt, assignment)
         self.previous = {s: w for w, subs in assignment.items() for s in subs}
-        return Placed(assignment, choice.manifest, choice.materialised)
+        return Placed(assignment, choice.manifest, choice.rebuilt)
 
     def placed(self, alive: Mapping[str, int]) -> None:
         """The plan was taken up: phase one ends (logs the workers that never retired)."""

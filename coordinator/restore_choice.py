@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.savepoints.restoring import prepare_restore
 from sluicegate.operators.graph import JobGraph
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.savepoints import SavepointError
 from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 __all__ = ["CannotRestore", "RestoreFrom", "choose_restore"]
 
@@ -30,11 +30,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RestoreFrom:
-    """Restore from ``manifest`` (None: from the beginning); ``materialised``: a checkpoint
+    """Restore from ``manifest`` (None: from the beginning); ``rebuilt``: a checkpoint
     made just now (from a savepoint, or re-split), whose id is used."""
 
     manifest: CheckpointManifest | None
-    materialised: bool
+    rebuilt: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,4 +78,4 @@ async def choose_restore(
         return CannotRestore(f"cannot restore: {exc}")
     if restored is not None and (mismatch := restored.shape_mismatch(subtasks)):
         return CannotRestore(mismatch)
-    return RestoreFrom(restored, materialised=restored is not latest)
+    return RestoreFrom(restored, rebuilt=restored is not latest)

@@ -61,8 +61,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from sluicegate.operators.exceptions import ConfigError, FatalError
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
+from sluicegate.coordinator.exceptions import UnreadableManifestError
+from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.storage import NotFoundError, Storage
 from sluicegate.operators.storage.layout import (
     CHECKPOINTS,
@@ -72,12 +72,12 @@ from sluicegate.operators.storage.layout import (
     checkpoint_prefix,
     parse_checkpoint_id,
 )
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 __all__ = [
     "DEFAULT_KEEP",
     "AuditReport",
     "RetentionPlan",
-    "UnreadableManifestError",
     "apply_retention",
     "audit",
     "delete_orphans",
@@ -90,19 +90,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_KEEP = 3
 """Completed checkpoints kept by default."""
-
-
-class UnreadableManifestError(FatalError):
-    """The committed manifest of ``checkpoint_id`` cannot be read, so what it references is
-    unknown; retention and the audit refuse to delete anything rather than guess."""
-
-    def __init__(self, checkpoint_id: int, reason: str) -> None:
-        super().__init__(
-            f"the manifest of checkpoint {checkpoint_id} cannot be read ({reason}); "
-            "retention and the orphan audit stop rather than delete files it may reference"
-        )
-        self.checkpoint_id = checkpoint_id
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,9 +88,9 @@ from sluicegate.operators.protocol.messages import (
 )
 from sluicegate.operators.runtime.control import CoordinatorLink
 from sluicegate.operators.runtime.kafka_control import KafkaCoordinatorLink
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 __all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
 
@@ -554,7 +554,7 @@ class Coordinator:
             logger.error("pipeline %s: %s", self.graph.name, placed.reason)
             self.job.apply(JobEvent.FATAL)
             return
-        if placed.materialised:  # a new checkpoint: its id is used now
+        if placed.rebuilt:  # a new checkpoint: its id is used now
             self.tracker = await self._tracker_for(self.attempt)
         assign = self._take_up(placed.assignment, placed.manifest)
         self.job.apply(

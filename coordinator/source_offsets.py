@@ -14,7 +14,7 @@ from aiokafka import TopicPartition
 
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
-from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
 __all__ = ["SourceOffsets"]
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     )
     from sluicegate.agents.models.openai_client import OpenAIModel as OpenAIModel
     from sluicegate.agents.models.scripted import ScriptedModel as ScriptedModel
-    from sluicegate.agents.state import Budget as Budget
+    from sluicegate.agents.runs.state import Budget as Budget
     from sluicegate.agents.tools import (
         Tool as Tool,
         ToolContext as ToolContext,
@@ -68,7 +68,7 @@ _HOMES = {
     "AgentTopics": "sluicegate.agents.declaration",
     "TaskFeed": "sluicegate.agents.declaration",
     "add_agent": "sluicegate.agents.agent",
-    "Budget": "sluicegate.agents.state",
+    "Budget": "sluicegate.agents.runs.state",
     "TaskRequest": "sluicegate.agents.messages",
     "RunResult": "sluicegate.agents.messages",
     # its tools

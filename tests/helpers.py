@@ -14,7 +14,7 @@ import pytest
 from aiokafka import ConsumerRecord
 
 from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
-from sluicegate.operators.runtime.manifest import ManifestStore
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import counts_by_word
 
 T = TypeVar("T")

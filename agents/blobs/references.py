@@ -40,7 +40,7 @@ from sluicegate.agents.blobs.handle import (
 from sluicegate.agents.blobs.policy import BlobPolicy
 from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.state import RunState
+from sluicegate.agents.runs.state import RunState
 from sluicegate.operators.storage import CorruptFileError, NotFoundError
 from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
-from sluicegate.coordinator.fencing import FencedError
+from sluicegate.coordinator.exceptions import FencedError
 from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Scope, requirement
 from sluicegate.coordinator.httpapi.guard import BrowserGuard
 from sluicegate.coordinator.httpapi.view import (

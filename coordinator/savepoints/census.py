@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.manifest import ManifestStore
 
 __all__ = ["VersionCensus", "count_state_versions"]
 

@@ -5,13 +5,13 @@ It performs, in order:
 
 1. ``--from-savepoint NAME`` given and not restored yet by this storage (no marker
    ``savepoint-restores/<NAME>`` naming this savepoint's creation time: a savepoint deleted and
-   taken again under the same name is a new one): load and validate the savepoint, materialise
-   it at the pipeline's current shape as a new checkpoint (`operators.savepoints.materialize`:
+   taken again under the same name is a new one): load and validate the savepoint, rebuild
+   it at the pipeline's current shape as a new checkpoint (`operators.savepoints.rebuild`:
    operator uids mapped by name, rows re-split by input partition, state upgraded), commit it,
    then leave the marker, so a coordinator started again with the same flag resumes from its
    own newer checkpoints instead of rewinding to the savepoint;
 2. otherwise, the newest checkpoint of the same operators at another parallelism, or with
-   state older than the code's: materialise it the same way (a rescale or an upgrade);
+   state older than the code's: rebuild it the same way (a rescale or an upgrade);
 3. otherwise the newest checkpoint as it is.
 
 Refusals (`SavepointError`) say what to do; the coordinator fails the job with them.
@@ -26,18 +26,18 @@ from pathlib import Path
 
 from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
 from sluicegate.operators.graph import JobGraph
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.savepoints import SavepointNotFoundError
-from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.rebuild import rebuild_checkpoint
 from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, StateSource
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import NotFoundError, Storage
 from sluicegate.operators.storage.layout import savepoint_prefix
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
 __all__ = [
     "RESTORES",
     "already_restored",
-    "needs_materialising",
+    "needs_rebuilding",
     "prepare_restore",
     "restored_marker",
 ]
@@ -52,7 +52,7 @@ def restored_marker(name: str) -> str:
     return f"{RESTORES}/{savepoint_prefix(name).split('/', 1)[1]}"
 
 
-def needs_materialising(latest: CheckpointManifest, graph: JobGraph) -> bool:
+def needs_rebuilding(latest: CheckpointManifest, graph: JobGraph) -> bool:
     """Whether ``latest`` holds the same operators at another parallelism, or state of an
     older version than the code's (a checkpoint of other operators is refused elsewhere)."""
     subtasks = [str(s) for s in graph.subtasks()]
@@ -98,7 +98,7 @@ async def prepare_restore(
                 "savepoint %s was taken by pipeline %s; restoring it into %s",
                 from_savepoint, manifest.pipeline, graph.name,
             )  # fmt: skip
-        restored = await _materialise(
+        restored = await _rebuild(
             storage, graph, SavepointSource(storage, manifest), attempt=attempt,
             allow_non_restored=allow_non_restored, what=f"savepoint {from_savepoint}",
             work_root=work_root, after=manifest.from_checkpoint,
@@ -113,17 +113,17 @@ async def prepare_restore(
             "savepoint %s was restored before (%s exists): resuming from the newest checkpoint",
             from_savepoint, restored_marker(from_savepoint),
         )  # fmt: skip
-    if latest is None or not needs_materialising(latest, graph):
+    if latest is None or not needs_rebuilding(latest, graph):
         return latest
     work = Path(tempfile.mkdtemp(prefix="sluicegate-rescale-", dir=work_root))
     async with await CheckpointSource.open(storage, latest, work / "read") as source:
-        return await _materialise(
+        return await _rebuild(
             storage, graph, source, attempt=attempt, allow_non_restored=allow_non_restored,
             what=f"checkpoint {latest.checkpoint_id}", work_root=work_root,
         )  # fmt: skip
 
 
-async def _materialise(
+async def _rebuild(
     storage: Storage,
     graph: JobGraph,
     source: StateSource,
@@ -140,7 +140,7 @@ async def _materialise(
     checkpoint_id = max(await next_checkpoint_id(storage), after + 1)
     await mark_triggered(storage, checkpoint_id)
     work = Path(tempfile.mkdtemp(prefix="sluicegate-restore-", dir=work_root))
-    manifest, notes = await materialize_checkpoint(
+    manifest, notes = await rebuild_checkpoint(
         storage, source, graph, checkpoint_id=checkpoint_id, attempt=attempt, work_dir=work,
         allow_non_restored=allow_non_restored, what=what,
     )  # fmt: skip

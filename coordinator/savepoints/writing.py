@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
-from sluicegate.operators.runtime.manifest import CheckpointManifest
 from sluicegate.operators.savepoints.manifest import SavepointManifest
 from sluicegate.operators.savepoints.sources import CheckpointSource
 from sluicegate.operators.savepoints.writer import write_savepoint
 from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
 __all__ = ["default_name", "write_from_checkpoint"]
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Protocol
 
 from sluicegate.operators.graph import SubtaskId
-from sluicegate.operators.runtime.manifest import CheckpointManifest
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
 from sluicegate.operators.savepoints.exceptions import CorruptSavepointError
 from sluicegate.operators.savepoints.manifest import RowsFile, SavepointManifest
@@ -32,6 +31,7 @@ from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.state.store import PartitionId
 from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage, StoredFile
 from sluicegate.operators.storage.layout import savepoint_prefix
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
 __all__ = [
     "CHUNK_BYTES",

@@ -51,8 +51,8 @@ __all__ = [
     "SstKey",
     "build_inventory",
     "classify",
+    "copy_checkpoint_files",
     "create_local_checkpoint",
-    "materialize_checkpoint",
     "prune_local_checkpoints",
     "relink_local_checkpoint",
     "sha256_file",
@@ -286,7 +286,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)  # cross-device or no link support
 
 
-def materialize_checkpoint(from_dir: Path, into_dir: Path) -> None:
+def copy_checkpoint_files(from_dir: Path, into_dir: Path) -> None:
     """Fill ``into_dir`` (absent or empty) with the RocksDB files of checkpoint folder
     ``from_dir`` (changelog segments stay: the restore replays them).
 

@@ -44,8 +44,8 @@ from sluicegate.operators.state.local_checkpoint import (
     LocalCheckpoint,
     SstKey,
     classify,
+    copy_checkpoint_files,
     create_local_checkpoint,
-    materialize_checkpoint,
     relink_local_checkpoint,
 )
 from sluicegate.operators.state.store import PartitionId, PendingWrites
@@ -159,7 +159,7 @@ class RocksDBStateStore:
         """Open a new database at ``into_dir`` from the files of checkpoint folder ``from_dir``.
 
         1. link or copy the RocksDB files:
-           :func:`~operators.state.local_checkpoint.materialize_checkpoint`; with the changelog,
+           :func:`~operators.state.local_checkpoint.copy_checkpoint_files`; with the changelog,
            a folder of segments alone, or an empty one (nothing materialized yet, nothing
            written) starts from a new database;
         2. :meth:`open` ``into_dir``, which checks ``schema_version``;
@@ -169,7 +169,7 @@ class RocksDBStateStore:
         entries = list(from_dir.iterdir()) if from_dir.is_dir() else None
         segments = sorted(p for p in entries or () if classify(p.name) is FileKind.CHANGELOG)
         if entries is None or len(segments) < len(entries):  # RocksDB's files (or no folder)
-            materialize_checkpoint(from_dir, into_dir)  # which refuses what is not a checkpoint
+            copy_checkpoint_files(from_dir, into_dir)  # which refuses what is not a checkpoint
         store = cls.open(into_dir, options=options)
         try:
             for segment in segments:

@@ -20,13 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from sluicegate.operators.exceptions import FatalError
+
 __all__ = ["RowUpgrader", "StateVersions", "UpgradeError"]
 
 RowUpgrader = Callable[[bytes, bytes], "tuple[bytes, bytes] | None"]
 """Upgrades one row from version ``k`` to ``k + 1``: the new row, or None to drop it."""
 
 
-class UpgradeError(ValueError):
+class UpgradeError(FatalError):
     """An upgrader failed or broke the rules (two rows onto one key)."""
 
 

@@ -72,7 +72,7 @@ def _decide(args: argparse.Namespace) -> int:
     """
     from sluicegate.agents.client import send_decision
     from sluicegate.agents.messages import ApprovalDecision
-    from sluicegate.agents.run_directory import RunDirectory
+    from sluicegate.agents.runs.directory import RunDirectory
 
     if args.url is not None:
         return _decide_over_api(args)

@@ -239,9 +239,9 @@ async def _serve_coordinator(
 ) -> None:
     """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
     from sluicegate.agents.agent import agents_in
-    from sluicegate.agents.approval_routes import approvals_router
-    from sluicegate.agents.rollback_routes import rollback_router
-    from sluicegate.agents.run_routes import runs_router
+    from sluicegate.agents.routes.approvals import approvals_router
+    from sluicegate.agents.routes.rollback import rollback_router
+    from sluicegate.agents.routes.runs import runs_router
     from sluicegate.coordinator.httpapi.app import create_app
     from sluicegate.coordinator.httpapi.auth import Scope, identity, requirement
     from sluicegate.coordinator.httpapi.savepoints import savepoints_router

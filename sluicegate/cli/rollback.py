@@ -1,5 +1,5 @@
 """``sluicegate runs rollback RUN --to-step N [--agent A] [--url URL]``: undo a run's effects
-after step N (`agents.rollback`, docs/rollback.md).
+after step N (`agents.rollback.machine`, docs/rollback.md).
 
 Without ``--url`` the command is written to the agent's approvals topic directly, as
 ``sluicegate approve`` does, after the agent's events topic showed that the run exists and is
@@ -67,8 +67,8 @@ def run_rollback(args: argparse.Namespace) -> int:
     from sluicegate.agents.client import send_command
     from sluicegate.agents.exceptions import UnknownRunError
     from sluicegate.agents.messages import RollbackRun
-    from sluicegate.agents.run_directory import RunDirectory
-    from sluicegate.agents.state import RunStatus
+    from sluicegate.agents.runs.directory import RunDirectory
+    from sluicegate.agents.runs.state import RunStatus
 
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"

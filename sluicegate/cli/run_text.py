@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sluicegate.agents.history import RunSummary
-from sluicegate.agents.replay import Replayed
-from sluicegate.agents.state import RunState
+from sluicegate.agents.history.events import RunSummary
+from sluicegate.agents.history.replay import Replayed
+from sluicegate.agents.runs.state import RunState
 from sluicegate.cli.text import table
 
 __all__ = ["event_line", "history_text", "replay_text", "run_text", "runs_table", "short"]

@@ -27,9 +27,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from sluicegate.agents.client import request_fork
-from sluicegate.agents.fork import ForkPatch, parse_patch
-from sluicegate.agents.history import RunHistory
-from sluicegate.agents.replay import replay
+from sluicegate.agents.fork.patch import ForkPatch, parse_patch
+from sluicegate.agents.history.events import RunHistory
+from sluicegate.agents.history.replay import replay
 from sluicegate.cli.decisions import who_asks
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table
 from sluicegate.operators.exceptions import ConfigError

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sluicegate.devkafka import DevBroker
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.e2e.cluster import Cluster, word_count_module
 from tests.helpers import (

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from sluicegate.agents.client import submit_tasks
-from sluicegate.agents.history import RunHistory
+from sluicegate.agents.history.events import RunHistory
+from sluicegate.agents.history.replay import replay
 from sluicegate.agents.messages import RunResult, TaskRequest
-from sluicegate.agents.replay import replay
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer

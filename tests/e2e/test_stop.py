@@ -8,8 +8,8 @@ import asyncio
 import re
 from pathlib import Path
 
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, read_committed
 from tests.e2e.cluster import Cluster, start_word_count
 from tests.helpers import assert_counted_exactly_once

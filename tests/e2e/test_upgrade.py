@@ -25,8 +25,8 @@ from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import read_committed
 from tests.e2e.cluster import Cluster
 from tests.helpers import wait_for
@@ -48,7 +48,7 @@ def desk_module(tag: str, world_url: str, parallelism: int, *, upgraded: bool) -
     source = (
         "import dataclasses, json\n"
         "from agents.agent import AgentTopics, add_agent\n"
-        "from agents.state_versions import run_state_versions\n"
+        "from agents.runs.versions import run_state_versions\n"
         "from operators.pipeline import Pipeline\n"
         "from operators.state.versions import StateVersions\n"
         "from sluicegate.demos.refund_desk.agent import refund_desk\n"

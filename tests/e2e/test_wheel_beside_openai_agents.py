@@ -20,9 +20,9 @@ PROBE = """
 import agents, sluicegate
 from agents import Agent as TheirAgent, Runner
 from sluicegate import Agent, Pipeline, add_agent
-import sluicegate.agents.run
+import sluicegate.agents.runs.machine
 print(agents.__file__)
-print(sluicegate.agents.run.__file__)
+print(sluicegate.agents.runs.machine.__file__)
 print(TheirAgent.__module__, Agent.__module__)
 """
 

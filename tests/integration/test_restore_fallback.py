@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry
 from sluicegate.coordinator.metrics import CoordinatorCollector
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, word_count
 from tests.helpers import assert_final_counts_at_least_once, sst_new_in_latest, wait_for
 

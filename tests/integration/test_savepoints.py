@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 from sluicegate.cli.main import _parser
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.subtask import SubtaskSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, assert_final_counts_at_least_once, wait_for
 from tests.jobs import running

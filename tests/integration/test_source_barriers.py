@@ -17,9 +17,9 @@ from sluicegate.coordinator.local import LocalJob
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.readers import committed_from_start
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import PARTITIONS, produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, kcat_produce
 

@@ -18,10 +18,10 @@ from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.status import CoordinatorStatus
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import counts_by_word, produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
 

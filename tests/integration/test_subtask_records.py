@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from sluicegate.coordinator.local import JobFailedError, LocalJob
+from sluicegate.coordinator.exceptions import JobFailedError
+from sluicegate.coordinator.local import LocalJob
 from sluicegate.operators.contract import Context, ProcessFunction, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline

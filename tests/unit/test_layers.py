@@ -68,7 +68,8 @@ def test_nothing_imports_a_library_by_its_folder_name() -> None:
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "from sluicegate.coordinator.service import Coordinator\nimport sluicegate.agents.run\n"
+        "from sluicegate.coordinator.service import Coordinator\n"
+        "import sluicegate.agents.runs.machine\n"
         "from sluicegate import Agent\nimport operators.graph\n"
     )
     assert imported_parts(module) == {"coordinator", "agents", "app", "bare operators"}

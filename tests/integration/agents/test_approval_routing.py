@@ -24,8 +24,8 @@ from fastapi import FastAPI
 
 from sluicegate import AgentTopics, add_agent
 from sluicegate.agents.agent import agents_in
-from sluicegate.agents.approval_routes import approvals_router
 from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.routes.approvals import approvals_router
 from sluicegate.coordinator.httpapi.auth import Scope, identity
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from sluicegate import AgentTopics, add_agent
 from sluicegate.agents.agent import agents_in
-from sluicegate.agents.approval_routes import approvals_router
+from sluicegate.agents.routes.approvals import approvals_router
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
 from sluicegate.coordinator.httpapi.server import serve

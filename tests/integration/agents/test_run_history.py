@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, settings
 
 from sluicegate import AgentTopics
 from sluicegate.agents.client import submit_tasks
-from sluicegate.agents.history import RunHistory
+from sluicegate.agents.history.events import RunHistory
+from sluicegate.agents.history.replay import replay
 from sluicegate.agents.messages import RunResult, TaskRequest
-from sluicegate.agents.replay import replay
-from sluicegate.agents.run_routes import runs_router
+from sluicegate.agents.routes.runs import runs_router
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope, identity, requirement
 from sluicegate.coordinator.local import LocalJob

@@ -25,10 +25,10 @@ from fastapi.responses import JSONResponse
 
 from sluicegate import AgentTopics, add_agent
 from sluicegate.agents.agent import agents_in
-from sluicegate.agents.approval_routes import approvals_router
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.messages import TaskRequest
-from sluicegate.agents.rollback_routes import rollback_router
+from sluicegate.agents.routes.approvals import approvals_router
+from sluicegate.agents.routes.rollback import rollback_router
 from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal

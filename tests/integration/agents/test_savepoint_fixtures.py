@@ -33,9 +33,9 @@ from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import read_committed
 from tests.helpers import wait_for
 from tests.jobs import running

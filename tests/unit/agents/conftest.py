@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sluicegate.agents.run_cache import RunCache
+from sluicegate.agents.runs.cache import RunCache
 
 
 @pytest.fixture(autouse=True)

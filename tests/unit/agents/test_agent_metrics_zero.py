@@ -18,7 +18,7 @@ from sluicegate.agents.metrics import (
     JOURNAL_STATUSES,
     TOKEN_KINDS,
 )
-from sluicegate.agents.state import RunStatus
+from sluicegate.agents.runs.state import RunStatus
 from tests.unit.agents.test_agent_operator import LABELS, Desk
 
 

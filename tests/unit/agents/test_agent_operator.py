@@ -18,7 +18,7 @@ from sluicegate.agents.messages import ApprovalDecision, RunResult, TaskRequest
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.operator import JOURNAL_LAG, AgentOperator
-from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.runs.state import Budget, RunState, RunStatus, run_key
 from sluicegate.agents.tools import Tool, ToolContext, ToolKind, tool
 from sluicegate.operators.contract import Record
 from sluicegate.operators.exceptions import RetryableError

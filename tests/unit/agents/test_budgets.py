@@ -9,7 +9,7 @@ from sluicegate import Agent
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.state import DEFAULT_MAX_STEPS, Budget
+from sluicegate.agents.runs.state import DEFAULT_MAX_STEPS, Budget
 
 
 def agent(budget: Budget | None = None, ceiling: Budget | None = None) -> Agent:

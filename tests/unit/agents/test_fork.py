@@ -9,12 +9,18 @@ import pytest
 from pydantic import ValidationError
 
 from sluicegate.agents.exceptions import ForkRefusedError
-from sluicegate.agents.fork import ForkSeedError, GoalChange, apply_patch, check_seed, parse_patch
-from sluicegate.agents.fork_request import fork_request, new_fork_id
+from sluicegate.agents.fork.patch import (
+    ForkSeedError,
+    GoalChange,
+    apply_patch,
+    check_seed,
+    parse_patch,
+)
+from sluicegate.agents.fork.request import fork_request, new_fork_id
+from sluicegate.agents.history.replay import replay
 from sluicegate.agents.messages import MAX_COMMAND_BYTES, ApprovalDecision, ForkRun, parse_command
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
-from sluicegate.agents.replay import replay
-from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.runs.state import Budget, RunState, RunStatus, run_key
 from tests.unit.agents.test_agent_operator import TOPICS, Desk, Turn
 from tests.unit.agents.test_replay import drive, events_of
 

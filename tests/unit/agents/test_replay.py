@@ -1,4 +1,5 @@
-"""`agents.replay`: a run's events rebuild the state the operator stored, calling nothing."""
+"""`agents.history.replay`: a run's events rebuild the state the operator stored, calling
+nothing."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from sluicegate.agents import run as machine
 from sluicegate.agents.exceptions import HistoryError
-from sluicegate.agents.replay import replay, settled_at
-from sluicegate.agents.state import Budget, RunState, RunStatus
+from sluicegate.agents.history.replay import replay, settled_at
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.state import Budget, RunState, RunStatus
 from tests.unit.agents.test_agent_operator import Desk, Turn
 
 CALLS = {

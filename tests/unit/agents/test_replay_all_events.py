@@ -1,5 +1,5 @@
-"""`agents.replay` over every kind of event: runs driven by the real `AgentOperator` that roll
-back (compensating, blocking on a person who approves or rejects), lose a payload stored by
+"""`agents.history.replay` over every kind of event: runs driven by the real `AgentOperator` that
+roll back (compensating, blocking on a person who approves or rejects), lose a payload stored by
 reference, and fork (and roll the fork back): the state replayed from the emitted events is
 the stored `RunState`, field for field, at every safe point."""
 
@@ -15,15 +15,16 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic import BaseModel
 
 from sluicegate import Agent
-from sluicegate.agents import rollback
 from sluicegate.agents.blobs import BlobPolicy, handle_of, handle_of_text
 from sluicegate.agents.exceptions import ForkRefusedError, HistoryError
-from sluicegate.agents.fork_request import fork_request
+from sluicegate.agents.fork.patch import ForkSeedError
+from sluicegate.agents.fork.request import fork_request
+from sluicegate.agents.history.replay import replay, settled_at
 from sluicegate.agents.journal import InMemoryJournal
 from sluicegate.agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from sluicegate.agents.operator import AgentOperator
-from sluicegate.agents.replay import replay, settled_at
-from sluicegate.agents.state import RunState, RunStatus, run_key
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.runs.state import RunState, RunStatus, run_key
 from sluicegate.agents.tools import ToolContext, tool
 from sluicegate.operators.contract import Record
 from sluicegate.operators.storage import open_storage
@@ -366,7 +367,7 @@ async def test_a_fork_refuses_blob_ids_its_seed_does_not_hold() -> None:
     command = fork_request(shop.events("r1"), 1, run_id=FORK)
     assert len(command.blobs) == 1
     forged = command.model_copy(update={"blobs": ("f" * 32,)})
-    with pytest.raises(ValueError, match="not handles in the seed's messages"):
+    with pytest.raises(ForkSeedError, match="not handles in the seed's messages"):
         await shop.send(TOPICS.approvals, forged, FORK)
     await shop.send(TOPICS.approvals, command, FORK)
     forked = await drive(shop, FORK, Plan())

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sluicegate.agents import rollback
 from sluicegate.agents.journal import EffectKind, JournalEntry
 from sluicegate.agents.messages import (
     MAX_COMMAND_BYTES,
@@ -17,8 +16,9 @@ from sluicegate.agents.messages import (
     RollbackRun,
     parse_command,
 )
-from sluicegate.agents.run import ALLOWED, Idle, decide_approval
-from sluicegate.agents.state import EffectRecord, RunState, RunStatus
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.runs.machine import ALLOWED, Idle, decide_approval
+from sluicegate.agents.runs.state import EffectRecord, RunState, RunStatus
 from sluicegate.agents.tools import ToolContext, ToolKind, tool
 
 

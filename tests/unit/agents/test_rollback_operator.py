@@ -15,7 +15,7 @@ from sluicegate import Agent
 from sluicegate.agents.journal import InMemoryJournal
 from sluicegate.agents.messages import ApprovalDecision, RollbackRun, TaskRequest
 from sluicegate.agents.operator import AgentOperator
-from sluicegate.agents.state import RunStatus
+from sluicegate.agents.runs.state import RunStatus
 from sluicegate.operators.contract import Record
 from tests.unit.agents.seat_tools import seat_tools
 from tests.unit.agents.test_agent_operator import (

@@ -13,7 +13,7 @@ from sluicegate.agents.declaration import TaskFeed, task_from_json
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RunResult, TaskRequest
 from sluicegate.agents.models.contract import ChatMessage
 from sluicegate.agents.routing import RunRouter, routed_topic
-from sluicegate.agents.state import Budget
+from sluicegate.agents.runs.state import Budget
 from sluicegate.demos.refund_desk.agent import refund_desk
 from sluicegate.operators.contract import Record
 from sluicegate.operators.exceptions import PipelineError

@@ -8,9 +8,9 @@ import pytest
 
 from sluicegate import Agent
 from sluicegate.agents.messages import ApprovalDecision, TaskRequest
-from sluicegate.agents.run import start_run
-from sluicegate.agents.run_cache import RunCache, StaleRunError, json_value
-from sluicegate.agents.state import Budget, RunState, RunStatus, run_key
+from sluicegate.agents.runs.cache import RunCache, StaleRunError, json_value
+from sluicegate.agents.runs.machine import start_run
+from sluicegate.agents.runs.state import Budget, RunState, RunStatus, run_key
 from sluicegate.agents.tools import ToolContext, ToolKind, tool
 from tests.unit.agents.test_agent_operator import (
     TOPICS,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from sluicegate.agents import run as machine
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from sluicegate.agents.run_encoding import encode_run
-from sluicegate.agents.state import Budget, RunState
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.encoding import encode_run
+from sluicegate.agents.runs.state import Budget, RunState
 from tests.unit.agents.seat_tools import seat_tools
 
 

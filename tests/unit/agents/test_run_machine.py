@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from sluicegate.agents.run import (
+from sluicegate.agents.runs.machine import (
     ALLOWED,
     AskApproval,
     CallModel,
@@ -30,7 +30,7 @@ from sluicegate.agents.run import (
     reject_call,
     start_run,
 )
-from sluicegate.agents.state import Budget, RunState, RunStatus
+from sluicegate.agents.runs.state import Budget, RunState, RunStatus
 from sluicegate.agents.tools import ToolContext, ToolKind, tool
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agents.run import start_run
-from sluicegate.agents.state import SCHEMA_VERSION, Budget, RunState, RunStatus
-from sluicegate.agents.state_versions import (
+from sluicegate.agents.runs.machine import start_run
+from sluicegate.agents.runs.state import SCHEMA_VERSION, Budget, RunState, RunStatus
+from sluicegate.agents.runs.versions import (
     CURRENT,
     UPGRADERS,
     run_state_versions,

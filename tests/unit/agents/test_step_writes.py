@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from sluicegate.agents.journal import InMemoryJournal, JournalEntry, JournalUnavailableError
-from sluicegate.agents.run_encoding import encode_run
+from sluicegate.agents.runs.encoding import encode_run
 from tests.unit.agents.test_agent_operator import TOPICS, Desk, opened
 
 

@@ -10,8 +10,14 @@ from pydantic import JsonValue, ValidationError
 
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from sluicegate.agents.run import CallTool, after_model, next_action, start_run, tool_context
-from sluicegate.agents.state import Budget, RunState
+from sluicegate.agents.runs.machine import (
+    CallTool,
+    after_model,
+    next_action,
+    start_run,
+    tool_context,
+)
+from sluicegate.agents.runs.state import Budget, RunState
 from sluicegate.agents.tools import ToolContext, tool
 
 METADATA: dict[str, JsonValue] = {

@@ -13,7 +13,7 @@ from sluicegate.coordinator.checkpoint_stats import (
 )
 from sluicegate.coordinator.checkpoints import AbortCause
 from sluicegate.operators.protocol.messages import StateHandle
-from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 
 
 def manifest(

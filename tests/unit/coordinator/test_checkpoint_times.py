@@ -15,8 +15,8 @@ from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import CheckpointAck, Heartbeat
-from sluicegate.operators.runtime.manifest import CheckpointManifest
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest
 from sluicegate.testing import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest

@@ -14,7 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sluicegate.cli.commands import render_status
-from sluicegate.coordinator.fencing import Fence, FencedError, newest_epoch, take_epoch
+from sluicegate.coordinator.exceptions import FencedError
+from sluicegate.coordinator.fencing import Fence, newest_epoch, take_epoch
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.coordinator.job_state import JobState

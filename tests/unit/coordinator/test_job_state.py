@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
+from sluicegate.coordinator.exceptions import IllegalTransitionError
 from sluicegate.coordinator.job_state import (
     TRANSITIONS,
-    IllegalTransitionError,
     JobEvent,
     JobState,
     JobStateMachine,

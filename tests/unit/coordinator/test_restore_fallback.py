@@ -23,9 +23,9 @@ from sluicegate.operators.protocol.messages import (
     ToWorker,
 )
 from sluicegate.operators.protocol.wire import encode_message
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.layout import checkpoint_manifest
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from sluicegate.coordinator.exceptions import UnreadableManifestError
 from sluicegate.coordinator.retention import (
     AuditReport,
     RetentionPlan,
-    UnreadableManifestError,
     apply_retention,
     audit,
     delete_orphans,
@@ -22,13 +22,13 @@ from sluicegate.coordinator.retention import (
 )
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 from sluicegate.operators.storage import (
     Storage,
     StorageUnavailableError,
     open_storage,
 )
 from sluicegate.operators.storage.layout import checkpoint_manifest, shared_file
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 from tests.storage_wrappers import DelegatingStorage
 
 Files = Mapping[str, Iterable[int]]

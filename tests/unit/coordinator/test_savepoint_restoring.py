@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluicegate.coordinator.savepoints.restoring import already_restored, prepare_restore
-from sluicegate.operators.runtime.manifest import ManifestStore
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.state.versions import StateVersions
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from tests.unit.operators.savepoints.test_rescale import checkpoint_of, graph, savepoint_from
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agents.history import RunSummary
-from sluicegate.agents.replay import replay
+from sluicegate.agents.history.events import RunSummary
+from sluicegate.agents.history.replay import replay
 from sluicegate.cli.main import _parser
 from sluicegate.cli.run_text import history_text, replay_text, run_text, runs_table, short
 from sluicegate.cli.runs import _read_patch

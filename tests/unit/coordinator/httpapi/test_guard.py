@@ -10,8 +10,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sluicegate.agents.approval_routes import approvals_router
 from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.routes.approvals import approvals_router
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import Scope, identity
 from tests.unit.coordinator.httpapi.test_app import FakeView

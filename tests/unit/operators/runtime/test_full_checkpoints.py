@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sluicegate.coordinator.numbering import mark_triggered
 from sluicegate.coordinator.retention import apply_retention
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 from sluicegate.operators.runtime.state_transfer import SnapshotStore, sst_checksums
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 
 
 async def take(storage: Storage, snapshots: SnapshotStore, store: RocksDBStateStore, n: int,

@@ -4,9 +4,9 @@ dropped, so a restore that falls back past it can say so."""
 
 from __future__ import annotations
 
-from sluicegate.operators.runtime.manifest import LostCheckpoint, ManifestStore
 from sluicegate.operators.storage import Storage, open_storage
 from sluicegate.operators.storage.layout import checkpoint_manifest, checkpoint_prefix
+from sluicegate.operators.storage.manifest import LostCheckpoint, ManifestStore
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluicegate.operators.protocol.messages import CheckpointAck
-from sluicegate.operators.runtime.manifest import CheckpointManifest
+from sluicegate.operators.storage.manifest import CheckpointManifest
 from tests.helpers import fake_state_handle
 
 

@@ -12,11 +12,11 @@ from pydantic import ValidationError
 
 from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
 from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
-from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import Storage, open_storage
 from sluicegate.operators.storage.layout import checkpoint_manifest
+from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore, SubtaskSnapshot
 
 ESCAPES = ["../../outside.sst", "/tmp/outside.sst", "sub/000009.sst", "..", ".hidden", ""]
 

@@ -13,10 +13,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
 from sluicegate.operators.savepoints import CorruptSavepointError, SavepointRefusedError
-from sluicegate.operators.savepoints.materialize import materialize_checkpoint
+from sluicegate.operators.savepoints.rebuild import rebuild_checkpoint
 from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, all_rows
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.savepoints.writer import write_savepoint
@@ -24,6 +23,7 @@ from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.state.store import PartitionId
 from sluicegate.operators.state.versions import StateVersions
 from sluicegate.operators.storage import Storage, open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 
 PARTITIONS = 6
 
@@ -143,7 +143,7 @@ async def test_rescale_2_to_3_to_1_moves_rows_with_their_partition(
     storage: Storage, tmp_path: Path
 ) -> None:
     savepoint = await savepoint_from(storage, tmp_path, graph(2))
-    three, notes = await materialize_checkpoint(
+    three, notes = await rebuild_checkpoint(
         storage, savepoint, graph(3), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m3"
     )
     assert notes == []
@@ -158,7 +158,7 @@ async def test_rescale_2_to_3_to_1_moves_rows_with_their_partition(
         assert await source.metadata("counter", 0) == []
     # and the rescaled checkpoint rescales again, straight from the checkpoint
     async with await CheckpointSource.open(storage, three, tmp_path / "r3b") as source:
-        one, _ = await materialize_checkpoint(
+        one, _ = await rebuild_checkpoint(
             storage,
             source,
             graph(1),
@@ -177,7 +177,7 @@ async def test_same_parallelism_keeps_each_subtasks_metadata(
     storage: Storage, tmp_path: Path
 ) -> None:
     savepoint = await savepoint_from(storage, tmp_path, graph(2))
-    same, _ = await materialize_checkpoint(
+    same, _ = await rebuild_checkpoint(
         storage, savepoint, graph(2), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m"
     )
     async with await CheckpointSource.open(storage, same, tmp_path / "r") as source:
@@ -194,7 +194,7 @@ async def test_state_is_upgraded_on_restore_and_recorded_at_the_new_version(
 ) -> None:
     savepoint = await savepoint_from(storage, tmp_path, graph(2))
     v2 = StateVersions.of(2, {1: _v1_to_v2})
-    upgraded, notes = await materialize_checkpoint(
+    upgraded, notes = await rebuild_checkpoint(
         storage, savepoint, graph(2, v2), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m"
     )
     assert notes == ["state of operator counter is upgraded from version 1 to 2"]
@@ -212,12 +212,12 @@ async def test_newer_state_or_a_missing_upgrader_is_refused_with_what_to_do(
         with pytest.raises(
             SavepointRefusedError, match="newer than this code's version 1"
         ) as raised:
-            await materialize_checkpoint(
+            await rebuild_checkpoint(
                 storage, source, graph(2), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m"
             )
         assert "never downgraded" in raised.value.what_to_do
         with pytest.raises(SavepointRefusedError, match="no upgrader from version"):
-            await materialize_checkpoint(
+            await rebuild_checkpoint(
                 storage,
                 source,
                 graph(2, StateVersions.of(5, {3: _v1_to_v2})),
@@ -232,11 +232,11 @@ async def test_a_missing_operator_is_refused_unless_allowed(
 ) -> None:
     savepoint = await savepoint_from(storage, tmp_path, graph(1, extra=True))
     with pytest.raises(SavepointRefusedError, match="audit") as raised:
-        await materialize_checkpoint(
+        await rebuild_checkpoint(
             storage, savepoint, graph(1), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m"
         )
     assert "--allow-non-restored-state" in raised.value.what_to_do
-    _, notes = await materialize_checkpoint(
+    _, notes = await rebuild_checkpoint(
         storage,
         savepoint,
         graph(1),
@@ -252,7 +252,7 @@ async def test_a_damaged_rows_file_is_refused(storage: Storage, tmp_path: Path) 
     savepoint = await savepoint_from(storage, tmp_path, graph(1))
     await storage.put("savepoints/sp/data/0", b"SGRW not what the manifest says")
     with pytest.raises(CorruptSavepointError, match="sp/data/0"):
-        await materialize_checkpoint(
+        await rebuild_checkpoint(
             storage, savepoint, graph(1), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m"
         )
 
@@ -293,13 +293,13 @@ async def test_any_chain_of_rescales_keeps_every_row_and_offset(
                                       from_checkpoint=current.checkpoint_id, attempt=1)  # fmt: skip
         if via_savepoint:
             loaded = await SavepointStore(storage).load(name)
-            current, _ = await materialize_checkpoint(
+            current, _ = await rebuild_checkpoint(
                 storage, SavepointSource(storage, loaded), graph(parallelism),
                 checkpoint_id=current.checkpoint_id + 1, attempt=1, work_dir=tmp / f"m{step}",
             )  # fmt: skip
         else:
             async with await CheckpointSource.open(storage, current, tmp / f"r{step}") as source:
-                current, _ = await materialize_checkpoint(
+                current, _ = await rebuild_checkpoint(
                     storage, source, graph(parallelism), checkpoint_id=current.checkpoint_id + 1,
                     attempt=1, work_dir=tmp / f"m{step}",
                 )  # fmt: skip
@@ -328,7 +328,7 @@ async def test_large_partitions_are_split_over_files_and_restored_whole(
     assert partition.file is None
     assert len(partition.files) == 3  # five rows of 24 bytes, two in each 40-byte chunk
     assert partition.rows == 5
-    restored, _ = await materialize_checkpoint(
+    restored, _ = await rebuild_checkpoint(
         storage, SavepointSource(storage, manifest), graph(3), checkpoint_id=2, attempt=2,
         work_dir=tmp_path / "m",
     )  # fmt: skip
@@ -346,7 +346,7 @@ async def test_an_upgrade_that_moves_rows_onto_one_key_across_chunks_is_refused(
                               from_checkpoint=1, attempt=1, chunk_bytes=1)  # fmt: skip
     squash = StateVersions.of(2, {1: lambda key, value: (b"same", value)})
     with pytest.raises(SavepointRefusedError, match="onto key b'same'"):
-        await materialize_checkpoint(
+        await rebuild_checkpoint(
             storage, SavepointSource(storage, await SavepointStore(storage).load("sp")),
             graph(1, squash), checkpoint_id=2, attempt=2, work_dir=tmp_path / "m",
         )  # fmt: skip

@@ -1,5 +1,6 @@
 """Rolling a run back to a step, sans-IO: which effects to undo, in which order, and what
-blocks. The runtime (`agents.compensation`) performs each action and applies its outcome here.
+blocks. The runtime (`agents.rollback.compensation`) performs each action and applies its
+outcome here.
 
 A `RollbackRun` command asks to undo the effects of the steps after ``to_step``.
 `start_rollback` queues them, the latest first; then `next_action` takes the queue's head:
@@ -40,7 +41,7 @@ from pydantic import ValidationError
 
 from sluicegate.agents.journal import JournalEntry
 from sluicegate.agents.models.contract import ToolCall
-from sluicegate.agents.rollback_actions import (
+from sluicegate.agents.rollback.actions import (
     Block,
     Compensate,
     Finish,
@@ -51,8 +52,14 @@ from sluicegate.agents.rollback_actions import (
     alert_key,
     compensation_key,
 )
-from sluicegate.agents.run import Event, Idle, Transition, emit, with_status
-from sluicegate.agents.state import EffectRecord, PendingApproval, Rollback, RunState, RunStatus
+from sluicegate.agents.runs.machine import Event, Idle, Transition, emit, with_status
+from sluicegate.agents.runs.state import (
+    EffectRecord,
+    PendingApproval,
+    Rollback,
+    RunState,
+    RunStatus,
+)
 from sluicegate.agents.tools import Tool
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Performing one action of a run's rollback (`agents.rollback`): the I/O driver.
+"""Performing one action of a run's rollback (`agents.rollback.machine`): the I/O driver.
 
 The agent operator hands every wake-up of a run that is rolling back (or waits for a person
 during a rollback) to `Compensator.perform`, which carries out the action `next_action`
@@ -23,15 +23,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sluicegate.agents import rollback
 from sluicegate.agents.alerts import post_alert
 from sluicegate.agents.declaration import Agent
 from sluicegate.agents.effect_calls import EffectCalls
 from sluicegate.agents.journal import EffectKind, EffectResult, Journal, OnUnknown
 from sluicegate.agents.metrics import AgentMetrics
-from sluicegate.agents.run import Idle, Transition
-from sluicegate.agents.run_cache import json_value
-from sluicegate.agents.state import RunState
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.runs.cache import json_value
+from sluicegate.agents.runs.machine import Idle, Transition
+from sluicegate.agents.runs.state import RunState
 from sluicegate.agents.tools import ToolContext
 from sluicegate.operators.contract import Context
 

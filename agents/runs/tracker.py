@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from sluicegate.agents import rollback
 from sluicegate.agents.metrics import AgentMetrics
-from sluicegate.agents.state import RunState, RunStatus
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.runs.state import RunState, RunStatus
 
 __all__ = ["RunTracker"]
 

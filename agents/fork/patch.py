@@ -1,7 +1,7 @@
 """Forking a run, sans-IO: a new run from another run's state after step ``n``, with one change.
 
 Who forks (``sluicegate runs fork``, ``POST /agents/{agent}/runs/{run}/fork``) replays the
-parent's events up to step ``n`` (`agents.replay`), applies a `ForkPatch` and writes a
+parent's events up to step ``n`` (`agents.history.replay`), applies a `ForkPatch` and writes a
 `agents.messages.ForkRun` to the agent's approvals topic; the agent starts the fork with
 `fork_run`. Step ``n`` is a step boundary: the ``n``-th model reply and every one of its tool
 results are settled, so the fork's next action is model call ``n + 1``.
@@ -26,8 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from sluicegate.agents.blobs.handle import handle_of_text
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.run import Event, Transition, _emit  # the machine's own stamping of events
-from sluicegate.agents.state import Budget, ForkOrigin, RunState, RunUsage
+from sluicegate.agents.runs.machine import (
+    Event,
+    Transition,
+    _emit,
+)  # the machine's own stamping of events
+from sluicegate.agents.runs.state import Budget, ForkOrigin, RunState, RunUsage
+from sluicegate.operators.exceptions import FatalError
 
 __all__ = [
     "ForkPatch",
@@ -47,7 +52,7 @@ __all__ = [
 ]
 
 
-class ForkSeedError(ValueError):
+class ForkSeedError(FatalError):
     """The seed of fork ``run_id`` is not a conversation ending at a step boundary."""
 
     def __init__(self, run_id: str, reason: str) -> None:

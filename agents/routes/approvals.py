@@ -34,7 +34,7 @@ from sluicegate.agents.exceptions import (
     UnknownRunError,
 )
 from sluicegate.agents.messages import ApprovalDecision
-from sluicegate.agents.run_directory import RunDirectory
+from sluicegate.agents.runs.directory import RunDirectory
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["DecisionAccepted", "DecisionBody", "approvals_router", "error_response"]

@@ -7,9 +7,9 @@ Mounted by the coordinator's HTTP API (CLI wiring) for every agent of the pipeli
     GET  /agents/{agent}/runs/{run_id}/history     every event of the run (read)
     POST /agents/{agent}/runs/{run_id}/fork        a new run from its state after a step (operate)
 
-Everything is read from the agent's events topic ``read_committed`` (`agents.history`); a run's
-state is rebuilt by `agents.replay`, calling no model and no tool. A fork is written as a
-`ForkRun` to the agent's approvals topic (`agents.client.request_fork`) and answered 202: the
+Everything is read from the agent's events topic ``read_committed`` (`agents.history.events`); a
+run's state is rebuilt by `agents.history.replay`, calling no model and no tool. A fork is written
+as a `ForkRun` to the agent's approvals topic (`agents.client.request_fork`) and answered 202: the
 agent starts it when it reads it. Who forks is the bearer token's name, never the body's.
 
 Refusals are JSON ``{error, message, what_to_do}``: 404 no such agent or run, 409 a history that
@@ -23,7 +23,6 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from sluicegate.agents.approval_routes import error_response
 from sluicegate.agents.client import request_fork
 from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.exceptions import (
@@ -32,10 +31,11 @@ from sluicegate.agents.exceptions import (
     HistoryError,
     UnknownRunError,
 )
-from sluicegate.agents.fork import ForkPatch
-from sluicegate.agents.history import RunHistory
-from sluicegate.agents.replay import replay
-from sluicegate.agents.state import RunState, RunStatus
+from sluicegate.agents.fork.patch import ForkPatch
+from sluicegate.agents.history.events import RunHistory
+from sluicegate.agents.history.replay import replay
+from sluicegate.agents.routes.approvals import error_response
+from sluicegate.agents.runs.state import RunState, RunStatus
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["ForkAccepted", "ForkBody", "RunListItem", "runs_router"]

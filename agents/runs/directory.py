@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from sluicegate.agents.exceptions import EventsUnavailableError, RunNotWaitingError, UnknownRunError
-from sluicegate.agents.state import RunStatus
+from sluicegate.agents.runs.state import RunStatus
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 from sluicegate.operators.runtime.partitioner import partition_for
 

@@ -11,7 +11,7 @@ Status transitions (`ALLOWED`)::
     rolling_back      -> waiting_approval | rolled_back | failed
     done | failed | cancelled | rolled_back -> rolling_back
 
-A finished run changes only by a person's rollback (`agents.rollback`, which drives the
+A finished run changes only by a person's rollback (`agents.rollback.machine`, which drives the
 ``rolling_back`` status and a ``waiting_approval`` of kind ``compensation``).
 """
 
@@ -26,7 +26,7 @@ from pydantic import JsonValue
 
 from sluicegate.agents.journal import effect_key
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall
-from sluicegate.agents.run_actions import (
+from sluicegate.agents.runs.actions import (
     Action,
     AskApproval,
     CallModel,
@@ -37,7 +37,7 @@ from sluicegate.agents.run_actions import (
     RejectCall,
     ReuseRecorded,
 )
-from sluicegate.agents.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
+from sluicegate.agents.runs.state import Budget, EffectRecord, PendingApproval, RunState, RunStatus
 from sluicegate.agents.tools import Tool, ToolArgumentsError, ToolContext, ToolKind
 
 __all__ = [
@@ -330,7 +330,7 @@ def decide_approval(
     pending = state.pending_approval
     if state.status is not RunStatus.WAITING_APPROVAL or pending is None:
         return None
-    if pending.kind != "call":  # a rollback's wait: `agents.rollback.decide_compensation`
+    if pending.kind != "call":  # a rollback's wait: `agents.rollback.machine.decide_compensation`
         return None
     if call_id not in ("", pending.call.id):
         return None

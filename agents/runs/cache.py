@@ -29,8 +29,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.run_encoding import EncodedRun, encode_run
-from sluicegate.agents.state import RunState, run_key
+from sluicegate.agents.runs.encoding import EncodedRun, encode_run
+from sluicegate.agents.runs.state import RunState, run_key
 from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BYTES", "RunCache", "StaleRunError", "json_value"]
@@ -114,7 +114,7 @@ class RunCache:
     def put(self, state: PartitionState, partition: int, run: RunState) -> None:
         """Write ``run`` to ``state`` and keep it (a finished run is dropped instead). Its
         document is encoded reusing the bytes of what the run's last `put` wrote and it still
-        holds (`agents.run_encoding`)."""
+        holds (`agents.runs.encoding`)."""
         slot = (partition, run.run_id)
         kept = self._runs.get(slot)
         encoded = encode_run(run, kept.encoded if kept is not None else None)

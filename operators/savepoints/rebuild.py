@@ -2,7 +2,7 @@
 checkpoint of another shape or an older state version) becomes a new completed checkpoint
 that the job then restores from the ordinary way.
 
-`materialize_checkpoint` performs, in order:
+`rebuild_checkpoint` performs, in order:
 
 1. check the restore (`operators.savepoints.compatibility`): refuses with what to do;
 2. for every subtask of the graph, in a new RocksDB database in ``work_dir``: the rows of each
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from sluicegate.operators.graph import JobGraph, SubtaskId
-from sluicegate.operators.runtime.manifest import CheckpointManifest, SubtaskSnapshot
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
 from sluicegate.operators.savepoints.compatibility import check_restore
 from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
@@ -34,11 +33,12 @@ from sluicegate.operators.state.rocksdb import RocksDBPartitionState, RocksDBSta
 from sluicegate.operators.state.store import PartitionId
 from sluicegate.operators.state.versions import UpgradeError
 from sluicegate.operators.storage import Storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 
-__all__ = ["materialize_checkpoint"]
+__all__ = ["rebuild_checkpoint"]
 
 
-async def materialize_checkpoint(
+async def rebuild_checkpoint(
     storage: Storage,
     source: StateSource,
     graph: JobGraph,

@@ -1,9 +1,9 @@
 """The `ForkRun` command a person's tool writes, built from the parent's events, sans-IO.
 
-1. replay the parent's events (`agents.replay.replay`), which checks them;
-2. take the state at the step boundary asked for (`agents.replay.settled_at`), refusing a step
-   the run never settled at;
-3. apply the patch (`agents.fork.apply_patch`) and check the seed as the agent will;
+1. replay the parent's events (`agents.history.replay.replay`), which checks them;
+2. take the state at the step boundary asked for (`agents.history.replay.settled_at`),
+   refusing a step the run never settled at;
+3. apply the patch (`agents.fork.patch.apply_patch`) and check the seed as the agent will;
 4. for a recorded-only fork, carry the parent's tool calls after that step, so the fork can
    answer a call the parent made with what it answered then;
 5. carry the parent's blob ids at that step whose handles the (patched) seed still holds, so
@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sluicegate.agents.exceptions import ForkRefusedError
-from sluicegate.agents.fork import (
+from sluicegate.agents.fork.patch import (
     ForkPatch,
     ForkSeedError,
     apply_patch,
@@ -31,10 +31,10 @@ from sluicegate.agents.fork import (
     describe_patch,
     seed_handles,
 )
+from sluicegate.agents.history.replay import replay, settled_at
 from sluicegate.agents.messages import MAX_FORK_MESSAGES, ForkRun
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.replay import replay, settled_at
-from sluicegate.agents.state import RecordedCall, RunState, RunStatus
+from sluicegate.agents.runs.state import RecordedCall, RunState, RunStatus
 
 __all__ = ["fork_request", "new_fork_id"]
 

@@ -5,13 +5,13 @@ Every event of a run carries the inputs of the transition that wrote it: the see
 usage, a tool call's arguments and result, the id of the blob a step stored its payload under
 (``blob``), a payload lost (``blob_unavailable``, with the handle text and the marker shown in
 its place), a person's decision, a failure's reason; and each step of a rollback
-(`agents.rollback`: ``rollback_started``, ``effect_settled`` with the journal's result,
+(`agents.rollback.machine`: ``rollback_started``, ``effect_settled`` with the journal's result,
 ``compensation`` skipped or with its result or error, ``compensation_needed`` with whether a
 webhook is alerted, ``alert_sent``, a decision on a compensation wait, the final
 ``rolled_back`` status). `replay` folds the events, in ``seq`` order, through the SAME
-transition functions the agent ran (`agents.run`, `agents.rollback`), so the state it rebuilds
-is the state the run stored at each safe point, field for field, without calling a model, a
-tool, a compensation, a webhook or the blob store.
+transition functions the agent ran (`agents.runs.machine`, `agents.rollback.machine`), so the
+state it rebuilds is the state the run stored at each safe point, field for field, without
+calling a model, a tool, a compensation, a webhook or the blob store.
 
 Each event is checked against the run: the first is ``seq`` 0 and starts the run, each next
 one is the next ``seq`` of the same ``run_id``, of a known type, about the call the run has
@@ -30,13 +30,14 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from sluicegate.agents import rollback, run as machine
 from sluicegate.agents.blobs.handle import BlobHandle, handle_of, handle_of_text, unavailable_marker
 from sluicegate.agents.exceptions import HistoryError
-from sluicegate.agents.fork import ForkSeedError, fork_run, seed_of
+from sluicegate.agents.fork.patch import ForkSeedError, fork_run, seed_of
 from sluicegate.agents.journal import OnUnknown
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolCall, Usage
-from sluicegate.agents.state import Budget, EffectRecord, ForkOrigin, RunState, RunStatus
+from sluicegate.agents.rollback import machine as rollback
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.state import Budget, EffectRecord, ForkOrigin, RunState, RunStatus
 from sluicegate.agents.tools import Tool, ToolKind
 
 __all__ = ["EVENT_TYPES", "Replayed", "replay", "settled_at"]

@@ -1,14 +1,14 @@
-"""The actions of a run's rollback (`agents.rollback.next_action`) and the journal keys its
-compensations and alerts run under. Data only: `agents.rollback` decides, `agents.compensation`
-performs."""
+"""The actions of a run's rollback (`agents.rollback.machine.next_action`) and the journal keys its
+compensations and alerts run under. Data only: `agents.rollback.machine` decides,
+`agents.rollback.compensation` performs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.run import Idle
-from sluicegate.agents.state import EffectRecord
+from sluicegate.agents.runs.machine import Idle
+from sluicegate.agents.runs.state import EffectRecord
 from sluicegate.agents.tools import Tool
 
 __all__ = [

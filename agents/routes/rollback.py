@@ -21,13 +21,13 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from sluicegate.agents.approval_routes import error_response
 from sluicegate.agents.client import send_command
 from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.exceptions import EventsUnavailableError
 from sluicegate.agents.messages import RollbackRun
-from sluicegate.agents.run_directory import RunDirectory
-from sluicegate.agents.state import RunStatus
+from sluicegate.agents.routes.approvals import error_response
+from sluicegate.agents.runs.directory import RunDirectory
+from sluicegate.agents.runs.state import RunStatus
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["RollbackAccepted", "RollbackBody", "rollback_router"]

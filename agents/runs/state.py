@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from sluicegate.agents.models.contract import ChatMessage, ToolCall, Usage
-from sluicegate.agents.state_versions import upgrade_document
+from sluicegate.agents.runs.versions import upgrade_document
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Literal[2] = 2
-"""History and upgraders in `agents.state_versions`."""
+"""History and upgraders in `agents.runs.versions`."""
 
 _CURRENT_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
 """How `RunState.encode` starts a document: ``schema_version`` is its first field."""
@@ -46,8 +46,8 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     ROLLING_BACK = "rolling_back"
-    """Undoing the effects after a step (`agents.rollback`); a person's wait during a rollback
-    is ``waiting_approval`` with a pending approval of kind ``compensation``."""
+    """Undoing the effects after a step (`agents.rollback.machine`); a person's wait during a
+    rollback is ``waiting_approval`` with a pending approval of kind ``compensation``."""
     ROLLED_BACK = "rolled_back"
 
     @property
@@ -139,8 +139,8 @@ class EffectRecord(BaseModel):
     status: Literal["issued", "done", "failed", "unknown"] = "issued"
     result: Any = None
     undone: Literal["compensated", "by_hand"] | None = None
-    """Set by a rollback (`agents.rollback`): its compensating tool ran, or a person said they
-    handled it by hand. Absent in states written before rollback existed: None."""
+    """Set by a rollback (`agents.rollback.machine`): its compensating tool ran, or a person said
+    they handled it by hand. Absent in states written before rollback existed: None."""
 
 
 class PendingApproval(BaseModel):
@@ -163,7 +163,7 @@ class PendingApproval(BaseModel):
 
 
 class Rollback(BaseModel):
-    """The rollback of a run to ``to_step`` (the latest one; see `agents.rollback`)."""
+    """The rollback of a run to ``to_step`` (the latest one; see `agents.rollback.machine`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -198,7 +198,8 @@ class RecordedCall(BaseModel):
 
 
 class ForkOrigin(BaseModel):
-    """Where a forked run comes from: run ``run_id`` after its step ``step`` (`agents.fork`)."""
+    """Where a forked run comes from: run ``run_id`` after its step ``step``
+    (`agents.fork.patch`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -222,7 +223,7 @@ class ForkOrigin(BaseModel):
 
 class RunState(BaseModel):
     """One agent run. ``schema_version`` says which version a stored document is; older ones
-    are upgraded on restore and on `decode` (`agents.state_versions`)."""
+    are upgraded on restore and on `decode` (`agents.runs.versions`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

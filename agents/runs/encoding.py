@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sluicegate.agents.models.contract import ChatMessage
-from sluicegate.agents.state import EffectRecord, RunState
+from sluicegate.agents.runs.state import EffectRecord, RunState
 
 __all__ = ["EncodedRun", "encode_run"]
 

@@ -1,5 +1,5 @@
-"""The actions of a run (`agents.run.next_action`): what the runtime performs next. Data
-only: `agents.run` decides and applies outcomes, the operator performs them."""
+"""The actions of a run (`agents.runs.machine.next_action`): what the runtime performs next. Data
+only: `agents.runs.machine` decides and applies outcomes, the operator performs them."""
 
 from __future__ import annotations
 
