@@ -3,9 +3,10 @@
 The agent operator (`agents.operator`) decides which action a run takes; this module carries
 out the two that call out, one per method: `EffectCalls.call_model` resolves the run's payload
 handles, calls the model and stores a large reply by reference; `EffectCalls.call_tool` calls a
-tool (or its lookup). Both go through `EffectCalls.effect`, which performs the call with
-`agents.journal.perform` under the effect's key and counts it, and both return the run's next
-safe point, timed (``duration_ms``) and marked ``replayed`` when the journal answered.
+tool (or its lookup). Each call is an `agents.journal.Effect`; `EffectCalls.perform` performs
+it through the journal's `EffectDriver` and counts it, and both return the run's next safe
+point, timed (``duration_ms``) and marked ``replayed`` when the journal answered. Payloads cross
+the operator boundary through one `Payloads` (by reference, or inline without a blob policy).
 
 Given a ``pending`` list, a call that may be made again is not awaited durable: its writes stay
 in flight (`agents.journal.Deferred`) and the caller settles them before it saves anything
@@ -21,23 +22,26 @@ from dataclasses import replace
 from typing import Any
 
 from sluicegate.agents.blobs.handle import unavailable_marker
-from sluicegate.agents.blobs.references import BlobReferences
+from sluicegate.agents.blobs.references import Payloads
 from sluicegate.agents.faults import fault_point
 from sluicegate.agents.journal import (
     Deferred,
+    Effect,
+    EffectDriver,
     EffectKind,
     EffectResult,
     EffectUnknown,
     Journal,
     LookupFound,
+    LookupResult,
     OnUnknown,
-    perform,
 )
 from sluicegate.agents.metrics import AgentMetrics, StepCounters
-from sluicegate.agents.models.contract import ModelClient, ModelResponse, ToolSchema
+from sluicegate.agents.models.contract import ChatMessage, ModelClient, ModelResponse, ToolSchema
 from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.cache import json_value
 from sluicegate.agents.runs.state import RunState
+from sluicegate.agents.tools import Tool, ToolContext
 from sluicegate.operators.contract import Context
 
 __all__ = ["EffectCalls"]
@@ -55,15 +59,15 @@ class EffectCalls:
         model: ModelClient,
         model_name: str,
         schemas: list[ToolSchema],
-        blobs: BlobReferences | None,
+        payloads: Payloads,
         attempt: int,
         metrics: AgentMetrics,
         labels: tuple[str, str, str],
         save: Callable[[machine.Transition, Context], None],
     ) -> None:
-        self._journal, self._model, self._model_name = journal, model, model_name
-        self._schemas, self._blobs, self._attempt = schemas, blobs, attempt
-        self._metrics, self._labels = metrics, labels
+        self._driver = EffectDriver(journal, attempt=attempt, fault=_fault)
+        self._model, self._model_name, self._schemas = model, model_name, schemas
+        self._payloads, self._metrics, self._labels = payloads, metrics, labels
         self._counters: StepCounters = metrics.step_counters(*labels)
         self._save = save
 
@@ -79,36 +83,27 @@ class EffectCalls:
         call the model through the journal, store a large reply by reference. Resolution runs
         also when the journal replays the call, so a replayed step loses what the first
         attempt lost (or more, if a payload went since)."""
-        model, refs = self._model, self._blobs
-        messages, schemas = list(state.messages), self._schemas
-        if refs is not None:
-            resolved = await refs.resolve(state)
-            markers: dict[str, str] = {}
-            for lost in resolved.lost:
-                marker = markers[lost.content] = unavailable_marker(lost.handle, lost.reason)
-                step = machine.blob_unavailable(
-                    state, lost.handle.id, lost.reason, lost.content, marker, now
-                )
-                self._save(step, ctx)
-                state = step.state
-            messages = [
-                m.model_copy(update={"content": markers[m.content]})
-                if m.content is not None and m.content in markers
-                else m
-                for m in resolved.messages
-            ]
-        run = state
+        state, messages = await self._resolved(state, ctx, now)
+        model, schemas, payloads, run = self._model, self._schemas, self._payloads, state
 
         async def call() -> Any:
             response = await model.complete(messages, schemas, idempotency_key=action.key)
-            document = response.model_dump(mode="json")
-            if refs is None:
-                return document
-            return await refs.offload_response(run, action.key, document)
+            return await payloads.offload_response(
+                run, action.key, response.model_dump(mode="json")
+            )
 
+        effect = Effect(
+            key=action.key,
+            run_id=state.run_id,
+            partition=ctx.partition,
+            kind=EffectKind.MODEL,
+            name=self._model_name,
+            request={},
+            on_unknown=OnUnknown.RETRY,
+            call=call,
+        )
         started = time.monotonic()
-        outcome = await self.effect(state, ctx, EffectKind.MODEL, self._model_name, action.key,
-                                    {}, OnUnknown.RETRY, call, None, pending)  # fmt: skip
+        outcome = await self.perform(effect, pending)
         assert isinstance(outcome, EffectResult)  # a model call can always be retried
         if outcome.error is not None:
             return machine.fail(state, f"model_error: {outcome.error}", now)
@@ -119,9 +114,8 @@ class EffectCalls:
             counters.prompt_tokens.inc(usage.prompt_tokens)
             counters.completion_tokens.inc(usage.completion_tokens)
             counters.cost.inc(usage.cost_usd)
-        handle = refs.stored_content(state, action.key, response.message.content) if refs else None
-        blob = None if handle is None else handle.id
-        step = machine.after_model(state, response, now, blob=blob)
+        handle = payloads.stored_content(state, action.key, response.message.content)
+        step = machine.after_model(state, response, now, blob=handle.id if handle else None)
         return _timed(step, started, outcome.replayed)
 
     async def call_tool(
@@ -132,28 +126,13 @@ class EffectCalls:
         now: float,
         pending: list[Deferred],
     ) -> machine.Transition:
-        tool, refs = action.tool, self._blobs
+        tool, payloads = action.tool, self._payloads
         tool_ctx = machine.tool_context(state, action)
-
-        async def call() -> Any:
-            result = await tool.call(tool_ctx, action.arguments)
-            return result if refs is None else await refs.offload_result(state, action.key, result)
-
-        lookup = None
-        if tool.lookup is not None:
-            find = tool.lookup
-
-            async def lookup_call() -> Any:
-                found = await find(tool_ctx)
-                if refs is None or not isinstance(found, LookupFound):
-                    return found
-                return LookupFound(await refs.offload_result(state, action.key, found.value))
-
-            lookup = lookup_call
+        effect = self.tool_effect(
+            state, ctx, tool, tool_ctx, action.key, action.arguments, payloads
+        )
         started = time.monotonic()
-        outcome = await self.effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
-                                     action.arguments, tool.on_unknown, call, lookup,
-                                     pending)  # fmt: skip
+        outcome = await self.perform(effect, pending)
         if isinstance(outcome, EffectUnknown):
             self._metrics.outcome_unknown.labels(*self._labels).inc()
             logger.error(
@@ -161,54 +140,92 @@ class EffectCalls:
                 state.run_id, tool.name, action.key, tool.on_unknown.value,
             )  # fmt: skip
             return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
-        handle = refs.stored_result(state, action.key, outcome.value) if refs else None
-        blob = None if handle is None else handle.id
+        handle = payloads.stored_result(state, action.key, outcome.value)
+        blob = handle.id if handle else None
         step = machine.after_tool(state, action, outcome.value, outcome.error, now, blob=blob)
         return _timed(step, started, outcome.replayed)
 
-    async def effect(
+    def tool_effect(
         self,
         state: RunState,
         ctx: Context,
-        kind: EffectKind,
-        name: str,
+        tool: Tool,
+        tool_ctx: ToolContext,
         key: str,
-        request: dict[str, Any],
-        on_unknown: OnUnknown,
-        call: Callable[[], Any],
-        lookup: Callable[[], Any] | None,
-        pending: list[Deferred] | None = None,
-    ) -> EffectResult | EffectUnknown:
-        """Perform the effect through the journal, with its metrics. Given ``pending``, an
-        effect that may be called again is not awaited durable: its `Deferred` joins
-        ``pending`` and the call's own outcome is returned."""
-        outcome = await perform(
-            self._journal,
+        arguments: dict[str, Any],
+        payloads: Payloads,
+    ) -> Effect:
+        """A call of ``tool`` (and its lookup) as the effect ``key`` of the run, its result
+        (or the one its lookup found) crossing the boundary through ``payloads``."""
+        find = tool.lookup
+
+        async def call() -> Any:
+            result = await tool.call(tool_ctx, arguments)
+            return await payloads.offload_result(state, key, result)
+
+        async def lookup() -> LookupResult:
+            assert find is not None
+            found = await find(tool_ctx)
+            if not isinstance(found, LookupFound):
+                return found
+            return LookupFound(await payloads.offload_result(state, key, found.value))
+
+        return Effect(
             key=key,
             run_id=state.run_id,
             partition=ctx.partition,
-            kind=kind,
-            name=name,
-            request=request,
-            attempt=self._attempt,
-            on_unknown=on_unknown,
+            kind=EffectKind.TOOL,
+            name=tool.name,
+            request=arguments,
+            on_unknown=tool.on_unknown,
             call=call,
-            lookup=lookup,
-            fault=lambda point: _fault(kind, name, point),
-            defer=pending is not None,
+            lookup=lookup if find is not None else None,
         )
-        if isinstance(outcome, Deferred):
-            assert pending is not None
-            pending.append(outcome)
-            outcome = outcome.provisional
+
+    async def perform(
+        self, effect: Effect, pending: list[Deferred] | None = None
+    ) -> EffectResult | EffectUnknown:
+        """Perform ``effect`` through the journal, with its metrics. Given ``pending``, an
+        effect that may be called again is not awaited durable: its `Deferred` joins
+        ``pending`` and the call's own outcome is returned."""
+        if pending is None:
+            outcome: EffectResult | EffectUnknown = await self._driver.perform(effect)
+        else:
+            deferred = await self._driver.perform_deferred(effect)
+            if isinstance(deferred, Deferred):
+                pending.append(deferred)
+                deferred = deferred.provisional
+            outcome = deferred
         if isinstance(outcome, EffectUnknown):
             result = "unknown"
         else:
             result = "replayed" if outcome.replayed else "executed"
-            if kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
+            if effect.kind is EffectKind.TOOL:  # kept in the cached run: as its document decodes
                 outcome = replace(outcome, value=json_value(outcome.value))
-        self._counters.effects[kind, result].inc()
+        self._counters.effects[effect.kind, result].inc()
         return outcome
+
+    async def _resolved(
+        self, state: RunState, ctx: Context, now: float
+    ) -> tuple[RunState, list[ChatMessage]]:
+        """The run (after a safe point for each payload lost) and the messages of its next
+        model call, every handle it can read resolved and each lost one marked."""
+        resolved = await self._payloads.resolve(state)
+        markers: dict[str, str] = {}
+        for lost in resolved.lost:
+            marker = markers[lost.content] = unavailable_marker(lost.handle, lost.reason)
+            step = machine.blob_unavailable(
+                state, lost.handle.id, lost.reason, lost.content, marker, now
+            )
+            self._save(step, ctx)
+            state = step.state
+        messages = [
+            m.model_copy(update={"content": markers[m.content]})
+            if m.content is not None and m.content in markers
+            else m
+            for m in resolved.messages
+        ]
+        return state, messages
 
 
 def _timed(step: machine.Transition, started: float, replayed: bool) -> machine.Transition:
@@ -219,8 +236,8 @@ def _timed(step: machine.Transition, started: float, replayed: bool) -> machine.
     return machine.Transition(step.state, event)
 
 
-def _fault(kind: EffectKind, name: str, point: str) -> None:
-    """Fault points ``<kind>.<moment>`` and ``<kind>.<name>.<moment>`` (see module doc)."""
+def _fault(effect: Effect, point: str) -> None:
+    """Fault points ``<kind>.<moment>`` and ``<kind>.<name>.<moment>`` (`agents.faults`)."""
     moment = point.removeprefix("effect.")
-    fault_point(f"{kind.value}.{moment}")
-    fault_point(f"{kind.value}.{name}.{moment}")
+    fault_point(f"{effect.kind.value}.{moment}")
+    fault_point(f"{effect.kind.value}.{effect.name}.{moment}")

@@ -51,7 +51,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from sluicegate.agents.blobs.references import BlobReferences
+from sluicegate.agents.blobs.references import BlobReferences, Inline
 from sluicegate.agents.declaration import JOURNAL_SUFFIX, Agent, AgentTopics
 from sluicegate.agents.effect_calls import EffectCalls
 from sluicegate.agents.fork.patch import fork_run
@@ -155,7 +155,7 @@ class AgentOperator(Operator):
         self._model = self.agent.make_model()
         self._calls = calls = EffectCalls(
             journal=self._journal, model=self._model, model_name=self.agent.model_name,
-            schemas=self._schemas, blobs=self._blobs, attempt=ctx.attempt,
+            schemas=self._schemas, payloads=self._blobs or Inline(), attempt=ctx.attempt,
             metrics=self._metrics, labels=self._labels,
             save=lambda step, context: self._save(step, context.state, context),
         )  # fmt: skip

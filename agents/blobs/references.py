@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sluicegate.agents.blobs.handle import (
     BlobHandle,
@@ -47,8 +47,10 @@ from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_dige
 __all__ = [
     "LOST_REASONS",
     "BlobReferences",
+    "Inline",
     "Lost",
     "LostReason",
+    "Payloads",
     "Resolved",
 ]
 
@@ -77,8 +79,46 @@ class Resolved:
     lost: tuple[Lost, ...]
 
 
+class Payloads(Protocol):
+    """How a run's payloads cross the operator boundary: large ones by reference
+    (`BlobReferences`), or all of them as they are (`Inline`). The effect calls go through one
+    of the two, never asking which."""
+
+    async def offload_result(self, state: RunState, key: str, result: Any) -> Any: ...
+
+    async def offload_response(self, state: RunState, key: str, response: Any) -> Any: ...
+
+    def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None: ...
+
+    def stored_content(
+        self, state: RunState, key: str, content: str | None
+    ) -> BlobHandle | None: ...
+
+    async def resolve(self, state: RunState) -> Resolved: ...
+
+
+class Inline:
+    """`Payloads` of an agent without a blob policy: every payload stays in the run."""
+
+    async def offload_result(self, state: RunState, key: str, result: Any) -> Any:
+        return result
+
+    async def offload_response(self, state: RunState, key: str, response: Any) -> Any:
+        return response
+
+    def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None:
+        return None
+
+    def stored_content(self, state: RunState, key: str, content: str | None) -> BlobHandle | None:
+        return None
+
+    async def resolve(self, state: RunState) -> Resolved:
+        return Resolved(tuple(state.messages), ())
+
+
 class BlobReferences:
-    """The blobs of one agent's runs in one subtask; see the module docstring."""
+    """The blobs of one agent's runs in one subtask (`Payloads` by reference); see the module
+    docstring."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """The effect journal: the durable, never-rolled-back record of an agent run's effects.
 
-Every model call and tool call of a run goes through :func:`perform` under a deterministic
+Every model call and tool call of a run goes through an :class:`EffectDriver` under a deterministic
 idempotency key (:func:`effect_key`). ``issued`` is written, durably, before the call and
 ``done`` with the result after it, so that across crashes every effect happens effectively
 once: a replay returns the recorded result, and an effect issued but not done is resolved by
@@ -19,13 +19,14 @@ from __future__ import annotations
 from sluicegate.agents.journal.effects import (
     LOOKUP_FAILED,
     Deferred,
+    Effect,
+    EffectDriver,
     EffectResult,
     EffectUnknown,
     LookupFound,
     LookupNotFound,
     LookupResult,
     no_fault,
-    perform,
 )
 from sluicegate.agents.journal.entries import (
     SCHEMA_VERSION,
@@ -67,6 +68,8 @@ __all__ = [
     "TRANSITIONS",
     "Decision",
     "Deferred",
+    "Effect",
+    "EffectDriver",
     "EffectEvent",
     "EffectKind",
     "EffectResolution",
@@ -97,6 +100,5 @@ __all__ = [
     "decide",
     "effect_key",
     "no_fault",
-    "perform",
     "record_key",
 ]

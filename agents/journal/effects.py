@@ -1,9 +1,13 @@
 """Performing one effect through the journal, effectively once: the I/O driver.
 
-The agent runtime sends every model call and tool call through :func:`perform`. It reads the
-journal, lets :func:`~agents.journal.resolution.decide` choose, and carries the decision out,
-moving an :class:`~agents.journal.resolution.EffectResolution` through its table as the
-journal's entries become durable.
+An effect is one value, :class:`Effect`: its key, what the journal records of it, and how to
+call it (and look it up). :class:`EffectDriver` performs effects for one attempt, through two
+entry points: :meth:`~EffectDriver.perform` returns once the outcome is durable;
+:meth:`~EffectDriver.perform_deferred` lets an effect that may be called again return as soon
+as it was called, its journal writes in flight (:class:`Deferred`). Either reads the journal,
+lets :func:`~agents.journal.resolution.decide` choose, and carries the decision out, moving an
+:class:`~agents.journal.resolution.EffectResolution` through its table as the journal's entries
+become durable.
 """
 
 from __future__ import annotations
@@ -37,13 +41,14 @@ from sluicegate.operators.exceptions import RetryableError
 __all__ = [
     "LOOKUP_FAILED",
     "Deferred",
+    "Effect",
+    "EffectDriver",
     "EffectResult",
     "EffectUnknown",
     "LookupFound",
     "LookupNotFound",
     "LookupResult",
     "no_fault",
-    "perform",
 ]
 
 logger = logging.getLogger(__name__)
@@ -104,7 +109,38 @@ class LookupNotFound:
 LookupResult = LookupFound | LookupNotFound
 
 
-def no_fault(point: str) -> None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Effect:
+    """One model or tool call of a run, as the journal records and performs it.
+
+    ``key`` is its idempotency key (:func:`~agents.journal.entries.effect_key`), kept in journal
+    ``partition`` (the run's); ``request`` is recorded with ``issued``; ``on_unknown`` settles an
+    outcome left unknown by a crash, with ``lookup`` when it is ``LOOKUP``.
+    """
+
+    key: str
+    run_id: str
+    partition: int
+    kind: EffectKind
+    name: str
+    request: dict[str, Any]
+    on_unknown: OnUnknown
+    call: Callable[[], Awaitable[Any]]
+    lookup: Callable[[], Awaitable[LookupResult]] | None = None
+
+    @property
+    def policy(self) -> OnUnknown:
+        """``on_unknown`` as it applies: ``LOOKUP`` without a ``lookup`` counts as ``FAIL``."""
+        if self.on_unknown is OnUnknown.LOOKUP and self.lookup is None:
+            return OnUnknown.FAIL
+        return self.on_unknown
+
+
+Fault = Callable[[Effect, str], None]
+"""A fault hook: called with the effect at ``effect.before_call`` and ``effect.after_call``."""
+
+
+def no_fault(effect: Effect, point: str) -> None:
     """The default fault hook: injects nothing."""
 
 
@@ -123,161 +159,190 @@ async def _all_durable(*writes: Awaitable[None]) -> None:
             raise outcome
 
 
-async def perform(
-    journal: Journal,
-    *,
-    key: str,
-    run_id: str,
-    partition: int,
-    kind: EffectKind,
-    name: str,
-    request: dict[str, Any],
-    attempt: int,
-    on_unknown: OnUnknown,
-    call: Callable[[], Awaitable[Any]],
-    lookup: Callable[[], Awaitable[LookupResult]] | None = None,
-    fault: Callable[[str], None] = no_fault,
-    clock: Callable[[], float] = time.time,
-    defer: bool = False,
-) -> EffectResult | EffectUnknown | Deferred:
-    """Perform effect ``key`` at most once more, and return its outcome.
+class EffectDriver:
+    """Performs effects through ``journal`` for attempt ``attempt``, each at most once more.
 
-    1. Read ``(issued, done)`` and the unacknowledged ``done`` for ``key``; :func:`decide`
-       with ``on_unknown`` (``LOOKUP`` without a ``lookup`` counts as ``FAIL``).
-    2. ``Replay``: return the recorded outcome, ``replayed=True``. ``Rewrite``: write the
+    For an effect :func:`decide` chooses, from ``(issued, done)`` and the unacknowledged
+    ``done`` of its key:
+
+    1. ``Replay``: return the recorded outcome, ``replayed=True``. ``Rewrite``: write the
        unacknowledged ``done`` again, return its outcome, ``replayed=True``; nothing is called.
-    3. ``Execute``: write ``issued`` (durably), ``fault("effect.before_call")``, ``call()``,
-       ``fault("effect.after_call")``, write ``done``, return. With ``on_unknown=RETRY`` the
-       ``issued`` write runs beside the call (an effect that may be called again needs no
+    2. ``Execute``: write ``issued`` (durably), ``fault(effect, "effect.before_call")``, call,
+       ``fault(effect, "effect.after_call")``, write ``done``, return. With ``on_unknown=RETRY``
+       the ``issued`` write runs beside the call (an effect that may be called again needs no
        durable trace before it is called) and ``done`` is sent behind it without waiting for
        its acknowledgement; both are awaited before the outcome is returned. A quick call's
        ``issued`` and ``done`` then share one produce request (one round trip, not two).
-    4. ``Lookup``: ``lookup()``; found → write ``done`` with the found value and return it
+    3. ``Lookup``: look it up; found → write ``done`` with the found value and return it
        (``replayed=True``); not found → go on as ``Retry``. A lookup failing for good (not
        with a ``RetryableError``) fails closed with :data:`LOOKUP_FAILED`.
-    5. ``Retry``: as ``Execute`` without writing ``issued`` again.
-    6. ``FailClosed``: return :class:`EffectUnknown`; nothing is called or written.
+    4. ``Retry``: as ``Execute`` without writing ``issued`` again.
+    5. ``FailClosed``: return :class:`EffectUnknown`; nothing is called or written.
 
-    With ``defer`` and ``on_unknown=RETRY``, an ``Execute`` or ``Retry`` returns as soon as the
-    call has returned and its writes are handed to the journal: a :class:`Deferred`, whose
-    ``settled`` the caller awaits before anything depends on the outcome being durable. The
-    caller may go on meanwhile with other effects that may be called again, so that the
-    writes of several effects share one round trip. Every other decision returns as without
-    ``defer``.
-
-    ``call`` raising a :class:`~operators.exceptions.RetryableError` propagates with no
+    The call raising a :class:`~operators.exceptions.RetryableError` propagates with no
     ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
     other exception is a permanent failure of the effect, recorded as ``done`` with ``error``
     so that every replay sees the same failure. The outcome returned after a ``done`` write is
-    the one the journal keeps: the first ``done`` of ``key``.
+    the one the journal keeps: the first ``done`` of the key.
 
-    Raises:
-        RetryableError: from ``call``, ``lookup`` or the journal; retry the step later.
+    Both entry points raise `RetryableError` from the call, the lookup or the journal: retry
+    the step later.
     """
-    issued, done = journal.get(key)
-    unacknowledged = journal.unacknowledged(key)
-    policy = OnUnknown.FAIL if on_unknown is OnUnknown.LOOKUP and lookup is None else on_unknown
-    decision = decide(issued, done, policy, unacknowledged)
-    resolution = EffectResolution(key, EffectState.of(issued, done, unacknowledged))
-    deferring = defer and policy is OnUnknown.RETRY
 
-    def entry(status: str, **fields: Any) -> JournalEntry:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        attempt: int,
+        fault: Fault = no_fault,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.journal, self.attempt, self.fault, self.clock = journal, attempt, fault, clock
+
+    async def perform(self, effect: Effect) -> EffectResult | EffectUnknown:
+        """Perform ``effect``; its outcome, durable in the journal."""
+        outcome = await _Performance(self, effect, deferring=False).run()
+        assert not isinstance(outcome, Deferred)
+        return outcome
+
+    async def perform_deferred(self, effect: Effect) -> EffectResult | EffectUnknown | Deferred:
+        """As `perform`, except that an ``Execute`` or ``Retry`` of an effect that may be
+        called again (``on_unknown=RETRY``) returns as soon as the call has returned and its
+        writes are handed to the journal: a :class:`Deferred`, whose ``settled`` the caller
+        awaits before anything depends on the outcome being durable. The caller may go on
+        meanwhile with other such effects, so that the writes of several share one round
+        trip. Every other decision returns as `perform` does."""
+        deferring = effect.policy is OnUnknown.RETRY
+        return await _Performance(self, effect, deferring=deferring).run()
+
+
+class _Performance:
+    """One effect being performed by ``driver``: the decision carried out, step by step."""
+
+    def __init__(self, driver: EffectDriver, effect: Effect, *, deferring: bool) -> None:
+        self.driver, self.effect, self.deferring = driver, effect, deferring
+        journal = driver.journal
+        self.issued, self.done = journal.get(effect.key)
+        self.unacknowledged = journal.unacknowledged(effect.key)
+        state = EffectState.of(self.issued, self.done, self.unacknowledged)
+        self.resolution = EffectResolution(effect.key, state)
+
+    async def run(self) -> EffectResult | EffectUnknown | Deferred:
+        effect, journal = self.effect, self.driver.journal
+        policy = effect.policy
+        match decide(self.issued, self.done, policy, self.unacknowledged):
+            case Replay(done=recorded):
+                return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+            case Rewrite(done=recorded):
+                await journal.write(recorded, partition=effect.partition)
+                self.resolution.apply(EffectEvent.COMPLETE)
+                return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+            case Execute() if policy is OnUnknown.RETRY:
+                # Calling again is safe, so ``issued`` need not be durable before the call,
+                # only before ``done``: one round trip fewer per model call and read-only call.
+                write = self._write(self._entry("issued", request=effect.request))
+                return await self._call_and_complete(asyncio.ensure_future(write))
+            case Execute():
+                await self._write(self._entry("issued", request=effect.request))
+                self.resolution.apply(EffectEvent.ISSUE)
+                return await self._call_and_complete()
+            case Retry():
+                return await self._call_and_complete()
+            case FailClosed(reason=reason):
+                return self._fail_closed(reason)
+            case Lookup():
+                return await self._look_up()
+
+    async def _look_up(self) -> EffectResult | EffectUnknown | Deferred:
+        lookup = self.effect.lookup
+        assert lookup is not None  # the policy is LOOKUP only with a lookup
+        try:
+            found = await lookup()
+        except RetryableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the outcome stays unknown: fail closed
+            return self._fail_closed(f"{LOOKUP_FAILED}: {_describe(exc)}")
+        match after_lookup(isinstance(found, LookupFound)):
+            case RecordFound():
+                assert isinstance(found, LookupFound)
+                return await self._settle(self._entry("done", result=found.value), True, None)
+            case Retry():
+                return await self._call_and_complete()
+
+    def _entry(self, status: str, **fields: Any) -> JournalEntry:
+        effect = self.effect
         return JournalEntry.model_validate(
             {
-                "key": key,
-                "run_id": run_id,
+                "key": effect.key,
+                "run_id": effect.run_id,
                 "status": status,
-                "kind": kind,
-                "name": name,
-                "attempt": attempt,
-                "written_at": clock(),
+                "kind": effect.kind,
+                "name": effect.name,
+                "attempt": self.driver.attempt,
+                "written_at": self.driver.clock(),
                 **fields,
             }
         )
 
-    async def settle(
-        written: JournalEntry, replayed: bool, issuing: Awaitable[None] | None
-    ) -> EffectResult:
-        """Await the ``done`` write (with ``issuing``); the outcome the journal keeps."""
-        if issuing is None:
-            await journal.write(written, partition=partition)
-        else:
-            await _all_durable(issuing, journal.write(written, partition=partition))
-            resolution.apply(EffectEvent.ISSUE)
-        resolution.apply(EffectEvent.COMPLETE)
-        kept = journal.get(key)[1] or written
-        if kept != written:
-            logger.warning("effect %s (%s %s): an earlier done is kept", key, kind.value, name)
-        return EffectResult(
-            value=kept.result, error=kept.error, replayed=replayed or kept != written
-        )
+    def _write(self, entry: JournalEntry) -> Awaitable[None]:
+        return self.driver.journal.write(entry, partition=self.effect.partition)
 
-    async def complete(
-        value: Any, error: str | None, replayed: bool, issuing: Awaitable[None] | None = None
+    async def _call_and_complete(
+        self, issuing: Awaitable[None] | None = None
+    ) -> EffectResult | Deferred:
+        """Call, then write ``done``; ``issuing``, the ``issued`` write started beside the
+        call, is awaited with ``done`` (and before a retryable error goes up)."""
+        effect, fault = self.effect, self.driver.fault
+        fault(effect, "effect.before_call")
+        try:
+            value = await effect.call()
+        except RetryableError:
+            if issuing is not None:
+                await asyncio.gather(issuing, return_exceptions=True)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
+            fault(effect, "effect.after_call")
+            return await self._complete(None, _describe(exc), issuing)
+        fault(effect, "effect.after_call")
+        return await self._complete(value, None, issuing)
+
+    async def _complete(
+        self, value: Any, error: str | None, issuing: Awaitable[None] | None
     ) -> EffectResult | Deferred:
         """Write ``done``; return the outcome the journal keeps (the first ``done``), or,
         when deferring, the call's own outcome and the writes in flight.
 
         ``issuing``, the ``issued`` write started beside the call, is awaited together with
         the ``done`` write, which begins after it and so lands after it in the partition."""
-        written = entry("done", result=value, error=error)
-        if not deferring:
-            return await settle(written, replayed, issuing)
-        settled = asyncio.ensure_future(settle(written, replayed, issuing))
-        return Deferred(key, EffectResult(value=value, error=error, replayed=replayed), settled)
+        written = self._entry("done", result=value, error=error)
+        if not self.deferring:
+            return await self._settle(written, False, issuing)
+        settled = asyncio.ensure_future(self._settle(written, False, issuing))
+        provisional = EffectResult(value=value, error=error, replayed=False)
+        return Deferred(self.effect.key, provisional, settled)
 
-    async def call_and_complete(issuing: Awaitable[None] | None = None) -> EffectResult | Deferred:
-        """Call, then write ``done``; ``issuing``, the ``issued`` write started beside the
-        call, is awaited with ``done`` (and before a retryable error goes up)."""
-        fault("effect.before_call")
-        try:
-            value = await call()
-        except RetryableError:
-            if issuing is not None:
-                await asyncio.gather(issuing, return_exceptions=True)
-            raise
-        except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
-            fault("effect.after_call")
-            return await complete(None, _describe(exc), replayed=False, issuing=issuing)
-        fault("effect.after_call")
-        return await complete(value, None, replayed=False, issuing=issuing)
+    async def _settle(
+        self, written: JournalEntry, replayed: bool, issuing: Awaitable[None] | None
+    ) -> EffectResult:
+        """Await the ``done`` write (with ``issuing``); the outcome the journal keeps."""
+        effect = self.effect
+        if issuing is None:
+            await self._write(written)
+        else:
+            await _all_durable(issuing, self._write(written))
+            self.resolution.apply(EffectEvent.ISSUE)
+        self.resolution.apply(EffectEvent.COMPLETE)
+        kept = self.driver.journal.get(effect.key)[1] or written
+        if kept != written:
+            what = f"{effect.key} ({effect.kind.value} {effect.name})"
+            logger.warning("effect %s: an earlier done is kept", what)
+        return EffectResult(
+            value=kept.result, error=kept.error, replayed=replayed or kept != written
+        )
 
-    def fail_closed(reason: str) -> EffectUnknown:
-        resolution.apply(EffectEvent.FAIL_CLOSED)
-        logger.warning("effect %s (%s %s) fails closed: %s", key, kind.value, name, reason)
-        return EffectUnknown(key=key, reason=reason)
-
-    match decision:
-        case Replay(done=recorded):
-            return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
-        case Rewrite(done=recorded):
-            await journal.write(recorded, partition=partition)
-            resolution.apply(EffectEvent.COMPLETE)
-            return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
-        case Execute() if policy is OnUnknown.RETRY:
-            # Calling again is safe, so ``issued`` need not be durable before the call, only
-            # before ``done``: one round trip fewer per model call and read-only tool call.
-            write = journal.write(entry("issued", request=request), partition=partition)
-            return await call_and_complete(asyncio.ensure_future(write))
-        case Execute():
-            await journal.write(entry("issued", request=request), partition=partition)
-            resolution.apply(EffectEvent.ISSUE)
-            return await call_and_complete()
-        case Retry():
-            return await call_and_complete()
-        case FailClosed(reason=reason):
-            return fail_closed(reason)
-        case Lookup():
-            assert lookup is not None
-            try:
-                found = await lookup()
-            except RetryableError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the outcome stays unknown: fail closed
-                return fail_closed(f"{LOOKUP_FAILED}: {_describe(exc)}")
-            match after_lookup(isinstance(found, LookupFound)):
-                case RecordFound():
-                    assert isinstance(found, LookupFound)
-                    return await settle(entry("done", result=found.value), True, None)
-                case Retry():
-                    return await call_and_complete()
+    def _fail_closed(self, reason: str) -> EffectUnknown:
+        effect = self.effect
+        self.resolution.apply(EffectEvent.FAIL_CLOSED)
+        what = f"{effect.key} ({effect.kind.value} {effect.name})"
+        logger.warning("effect %s fails closed: %s", what, reason)
+        return EffectUnknown(key=effect.key, reason=reason)

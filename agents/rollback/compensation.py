@@ -24,9 +24,10 @@ import logging
 from typing import Any
 
 from sluicegate.agents.alerts import post_alert
+from sluicegate.agents.blobs.references import Inline
 from sluicegate.agents.declaration import Agent
 from sluicegate.agents.effect_calls import EffectCalls
-from sluicegate.agents.journal import EffectKind, EffectResult, Journal, OnUnknown
+from sluicegate.agents.journal import Effect, EffectKind, EffectResult, Journal, OnUnknown
 from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.rollback import machine as rollback
 from sluicegate.agents.runs.cache import json_value
@@ -104,20 +105,10 @@ class Compensator:
     ) -> Transition:
         tool = action.tool
         tool_ctx = ToolContext.of_run(state.run_id, action.effect.step, action.key, state.metadata)
-
-        async def call() -> Any:
-            return await tool.call(tool_ctx, action.arguments)
-
-        lookup = None
-        if tool.lookup is not None:
-            find = tool.lookup
-
-            async def lookup_call() -> Any:
-                return await find(tool_ctx)
-
-            lookup = lookup_call
-        outcome = await self._calls.effect(state, ctx, EffectKind.TOOL, tool.name, action.key,
-                                     action.arguments, tool.on_unknown, call, lookup)  # fmt: skip
+        effect = self._calls.tool_effect(
+            state, ctx, tool, tool_ctx, action.key, action.arguments, Inline()
+        )
+        outcome = await self._calls.perform(effect)
         value: Any = None
         if isinstance(outcome, EffectResult):
             value, error = outcome.value, outcome.error
@@ -134,16 +125,16 @@ class Compensator:
         url = self.agent.alert_webhook
         assert url is not None
         assert state.rollback is not None
-        effect = action.effect
+        undone = action.effect
         alert = {
             "type": "compensation_needed",
             "pipeline": self._pipeline,
             "agent": self.agent.name,
             "run_id": state.run_id,
-            "tool": effect.tool,
-            "key": effect.key,
-            "kind": effect.kind,
-            "arguments": effect.arguments,
+            "tool": undone.tool,
+            "key": undone.key,
+            "kind": undone.kind,
+            "arguments": undone.arguments,
             "problem": action.problem,
             "to_step": state.rollback.to_step,
             "what_to_do": (
@@ -155,8 +146,17 @@ class Compensator:
         async def call() -> Any:
             return await post_alert(url, action.key, alert)
 
-        outcome = await self._calls.effect(state, ctx, EffectKind.TOOL, ALERT_EFFECT, action.key,
-                                     alert, OnUnknown.RETRY, call, None)  # fmt: skip
+        notice = Effect(
+            key=action.key,
+            run_id=state.run_id,
+            partition=ctx.partition,
+            kind=EffectKind.TOOL,
+            name=ALERT_EFFECT,
+            request=alert,
+            on_unknown=OnUnknown.RETRY,
+            call=call,
+        )
+        outcome = await self._calls.perform(notice)
         error = outcome.error if isinstance(outcome, EffectResult) else outcome.reason
         if error is not None:
             logger.error("run %s: alert webhook failed for good: %s", state.run_id, error)

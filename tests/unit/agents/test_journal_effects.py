@@ -1,4 +1,4 @@
-"""`perform` step by step against the in-memory journal, and the journal's own contract."""
+"""`EffectDriver` step by step against the in-memory journal, and the journal's own contract."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from sluicegate.agents.journal import (
     LOOKUP_FAILED,
     OUTCOME_UNKNOWN,
     Deferred,
+    Effect,
+    EffectDriver,
     EffectKind,
     EffectResult,
     EffectUnknown,
@@ -23,7 +25,6 @@ from sluicegate.agents.journal import (
     LookupNotFound,
     LookupResult,
     OnUnknown,
-    perform,
 )
 from sluicegate.operators.exceptions import RetryableError
 
@@ -77,22 +78,21 @@ async def run(
     defer: bool = False,
 ) -> EffectResult | EffectUnknown | Deferred:
     lookup: Callable[[], Awaitable[LookupResult]] | None = tool.lookup if with_lookup else None
-    return await perform(
-        journal,
+    effect = Effect(
         key=KEY,
         run_id="run-1",
         partition=4,
         kind=EffectKind.TOOL,
         name="refund",
         request={"order": "o-1"},
-        attempt=attempt,
         on_unknown=on_unknown,
         call=tool.call,
         lookup=lookup,
-        fault=tool.fault,
-        clock=lambda: 1234.5,
-        defer=defer,
     )
+    driver = EffectDriver(
+        journal, attempt=attempt, fault=lambda _, point: tool.fault(point), clock=lambda: 1234.5
+    )
+    return await (driver.perform_deferred(effect) if defer else driver.perform(effect))
 
 
 async def test_execute_writes_issued_calls_then_writes_done() -> None:

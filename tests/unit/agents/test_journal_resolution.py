@@ -21,6 +21,8 @@ from hypothesis import event, given, settings, strategies as st
 from sluicegate.agents.journal import (
     OUTCOME_UNKNOWN,
     TRANSITIONS,
+    Effect,
+    EffectDriver,
     EffectEvent,
     EffectKind,
     EffectResolution,
@@ -44,7 +46,6 @@ from sluicegate.agents.journal import (
     Rewrite,
     after_lookup,
     decide,
-    perform,
 )
 from sluicegate.operators.exceptions import RetryableError
 
@@ -262,21 +263,19 @@ async def drive(journal: ModelJournal, world: World, policy: OnUnknown) -> Any:
         if journal.plan.hit(point.removeprefix("effect.")):
             raise Crash
 
-    return await perform(
-        journal,
+    effect = Effect(
         key=KEY,
         run_id="run-1",
         partition=0,
         kind=EffectKind.TOOL,
         name="refund",
         request={"amount": 5},
-        attempt=1,
         on_unknown=policy,
         call=lambda: world.call(KEY),
         lookup=lambda: world.lookup(KEY),
-        fault=fault,
-        clock=lambda: 0.0,
     )
+    driver = EffectDriver(journal, attempt=1, fault=lambda _, point: fault(point), clock=lambda: 0)
+    return await driver.perform(effect)
 
 
 async def scenario(policy: OnUnknown, fails_for_good: bool, points: list[str]) -> Observed:
@@ -362,20 +361,18 @@ class Conflicting:
 
 
 async def drive_conflicting(journal: ModelJournal, tool: Conflicting, policy: OnUnknown) -> Any:
-    return await perform(
-        journal,
+    effect = Effect(
         key=KEY,
         run_id="run-1",
         partition=0,
         kind=EffectKind.TOOL,
         name="refund",
         request={"amount": 5},
-        attempt=1,
         on_unknown=policy,
         call=tool.call,
         lookup=tool.lookup,
-        clock=lambda: 0.0,
     )
+    return await EffectDriver(journal, attempt=1, clock=lambda: 0.0).perform(effect)
 
 
 @pytest.mark.parametrize("policy", list(OnUnknown))
