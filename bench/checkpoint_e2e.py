@@ -10,13 +10,12 @@ first checkpoint completed, a paced producer writes ``--rate`` records/s for ``-
 Retention keeps only 3 manifests and the coordinator has no flag to keep more, so manifests are
 read as they complete (polled every 0.1 s). Per checkpoint: end-to-end = ``completed_at`` of the
 manifest minus the trigger time, the modification time of ``checkpoints/<n>/_triggered`` (written
-just before the barriers are injected; our `Storage` interface has no mtime, so the file is
-stat'ed on disk: local storage only); alignment, sync and async seconds of the slowest subtask.
-The checkpoints that count are those triggered while the producer ran (the run waits, up to 2
-minutes, for them to complete; aborted ones are not counted). Also printed: the input rate
+just before the source subtasks take their barriers; our `Storage` interface has no mtime, so the
+file is stat'ed on disk: local storage only); alignment, sync and async seconds of the slowest
+subtask. The checkpoints that count are those triggered while the producer ran (the run waits, up
+to 2 minutes, for them to complete; aborted ones are not counted). Also printed: the input rate
 achieved and, roughly, the rate op1 consumed (its ``R_p`` over the source between the first and
-last such checkpoint). Prints a table; asserts nothing.
-"""
+last such checkpoint). Prints a table; asserts nothing."""
 
 from __future__ import annotations
 

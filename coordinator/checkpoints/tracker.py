@@ -1,7 +1,7 @@
 """The coordinator's checkpoint state machine, sans-IO.
 
-:class:`CheckpointTracker` is fed triggers, acks, declines, clock ticks, manifest commits and
-recoveries; it answers with actions the coordinator's task performs:
+:class:`CheckpointTracker` is fed triggers, acks, declines, clock ticks and manifest commits of
+one attempt; it answers with actions the coordinator's task performs:
 
 * :class:`SendTrigger` — send ``TriggerCheckpoint(n)`` of ``attempt`` to the workers: each source
   subtask puts barrier ``n`` on its source channels at its read position;
@@ -11,8 +11,10 @@ recoveries; it answers with actions the coordinator's task performs:
 * :class:`AbortCheckpoint` — tell every subtask that ``n`` was aborted.
 
 At most one checkpoint is in flight, from trigger until its manifest is committed or it is
-aborted. Checkpoint ids only grow and never repeat, across attempts too: the tracker is built
-with the next free id, which the coordinator keeps durably with the attempt.
+aborted. A recovery starts a new attempt with a new tracker (the coordinator and the protocol
+model test alike); what was in flight is left behind, its acks stale. Checkpoint ids only grow
+and never repeat, across attempts too: each tracker is built with the next free id, which the
+coordinator keeps durably (`coordinator.numbering`).
 """
 
 from __future__ import annotations
@@ -219,28 +221,6 @@ class CheckpointTracker:
         if self.in_flight != checkpoint_id or self._committing is not None:
             return None
         return self._abort(now, AbortCause.MANIFEST_FAILED, reason)
-
-    def on_recovery(self, new_attempt: int, now: float) -> AbortCheckpoint | None:
-        """A global recovery starts ``new_attempt``: abort what is in flight.
-
-        A manifest commit still under way may yet land; the recovery picks its checkpoint
-        from storage after the commit has settled, not from this tracker.
-
-        Raises:
-            ProtocolViolationError: ``new_attempt`` is not newer than the current one.
-        """
-        if new_attempt <= self._attempt:
-            raise ProtocolViolationError(
-                f"attempt {new_attempt} is not newer than attempt {self._attempt}"
-            )
-        aborted = None
-        if self.in_flight is not None:
-            aborted = self._abort(now, AbortCause.RECOVERY, f"recovery to attempt {new_attempt}")
-        self._attempt = new_attempt
-        # The next attempt may checkpoint at once: the pause protects a running pipeline.
-        self._last_triggered_at = None
-        self._last_ended_at = None
-        return aborted
 
     def _current(self, checkpoint_id: int, attempt: int) -> PendingCheckpoint | None:
         pending = self._pending

@@ -16,20 +16,19 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Collection
-from typing import TypeAlias
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Protocol, TypeAlias
 
 from aiokafka import ConsumerRecord
 
 from sluicegate.operators.contract import FunctionOperator, Operator, Record
 from sluicegate.operators.protocol.channels import TopicPartition
-from sluicegate.operators.runtime.context import RecordContext
+from sluicegate.operators.runtime.context import Emitted, RecordContext
 from sluicegate.operators.runtime.executor import KeyedExecutor
-from sluicegate.operators.runtime.outputs import Outputs
 from sluicegate.operators.runtime.wakes import WakeQueue, WakeUp
 from sluicegate.operators.state.store import PartitionState
 
-__all__ = ["OperatorCalls", "record_of"]
+__all__ = ["Emitter", "OperatorCalls", "record_of"]
 
 Incoming: TypeAlias = ConsumerRecord[bytes, bytes]
 
@@ -49,12 +48,22 @@ def _is_async_callable(function: object) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(call)
 
 
+class Emitter(Protocol):
+    """Where the calls' outputs go (`operators.runtime.outputs.Outputs`)."""
+
+    def send(
+        self, emitted: Sequence[Emitted], input_partition: int, source: Record | None
+    ) -> None: ...
+
+    async def ship(self) -> None: ...
+
+
 class OperatorCalls:
     """The calls of subtask ``name`` (of operator ``uid``) into ``operator``; see the module
     docstring.
 
-    ``interval`` gives the writer interval the outputs of a call belong to (the subtask's,
-    which moves at each snapshot); ``dead_letter`` sends a failed call's input away.
+    What a call emits goes to ``outputs`` (the subtask's `Outputs`, which stamps it with the
+    writer's current interval); ``dead_letter`` sends a failed call's input away.
     """
 
     def __init__(
@@ -66,7 +75,7 @@ class OperatorCalls:
         outputs_allowed: Collection[str],
         owned: Collection[TopicPartition],
         states: Callable[[str, int], PartitionState],
-        interval: Callable[[], int],
+        outputs: Emitter,
         dead_letter: Callable[[Incoming, Exception], Awaitable[None]],
         max_in_flight: int,
     ) -> None:
@@ -82,10 +91,8 @@ class OperatorCalls:
         self._allowed = outputs_allowed
         self._owned = owned
         self._states = states
-        self._interval = interval
+        self._outputs = outputs
         self._dead_letter = dead_letter
-        self.outputs: Outputs | None = None
-        """Set once the subtask's producer started."""
 
     async def process(self, incoming: Incoming) -> None:
         """Process one data record (directly, or submitted to the executor)."""
@@ -117,7 +124,6 @@ class OperatorCalls:
 
     async def _call(self, incoming: Incoming, record: Record, ctx: RecordContext) -> None:
         """One call of the asynchronous process function, in the executor."""
-        assert self.outputs is not None
         try:
             result = self._process(record, ctx)
             if result is not None:
@@ -128,15 +134,14 @@ class OperatorCalls:
             return
         if ctx.emitted or ctx.wakes:
             self._finish(ctx, record)
-            await self.outputs.ship()  # do not wait for the fetch cycle's end
+            await self._outputs.ship()  # do not wait for the fetch cycle's end
 
     def _context(self, topic: str, partition: int, record: Record | None) -> RecordContext:
         return RecordContext(topic, partition, record, self._states, time.monotonic)
 
     def _finish(self, ctx: RecordContext, source: Record | None) -> None:
-        assert self.outputs is not None
         if ctx.emitted:
-            self.outputs.send(ctx.emitted, self._interval(), ctx.partition, source)
+            self._outputs.send(ctx.emitted, ctx.partition, source)
         for wake in ctx.wakes:
             self.schedule_wake(wake)
 
@@ -163,7 +168,6 @@ class OperatorCalls:
 
     async def _wake(self, wake: WakeUp) -> None:
         """Run one wake-up; an exception here is the operator's bug and fails the subtask."""
-        assert self.outputs is not None
         ctx = self._context(wake.topic, wake.partition, None)
         result = self._operator.on_wake(wake.key, ctx)
         if isinstance(result, Awaitable):
@@ -171,4 +175,4 @@ class OperatorCalls:
         self._check_emits(ctx)
         self._finish(ctx, None)
         if ctx.emitted:
-            await self.outputs.ship()
+            await self._outputs.ship()

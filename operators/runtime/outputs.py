@@ -45,13 +45,17 @@ class Outputs:
         subtask: SubtaskId,
         *,
         attempt: int,
+        interval: int,
         producer: AIOKafkaProducer,
         batches: PartitionBatches,
         sinks: Mapping[str, Sink],
         metrics: SubtaskInstruments,
     ) -> None:
-        """``batches`` gathers what ``producer`` sends (the at-least-once sink's records too)."""
+        """``batches`` gathers what ``producer`` sends (the at-least-once sink's records too);
+        ``interval`` is the writer's first (the checkpoint whose barrier follows its records)."""
         self._graph, self._id, self._attempt = graph, subtask, attempt
+        self.interval = interval
+        """The writer interval of what is sent now: each barrier ``n`` moves it to ``n+1``."""
         self._name = str(subtask)
         self._producer = producer
         self._batches = batches
@@ -73,15 +77,10 @@ class Outputs:
         self._records_out_reported = 0
         self.dead_letters = 0
 
-    def send(
-        self,
-        emitted: Sequence[Emitted],
-        interval: int,
-        input_partition: int,
-        source: Record | None,
-    ) -> None:
+    def send(self, emitted: Sequence[Emitted], input_partition: int, source: Record | None) -> None:
         """Send, in order, what one call emitted while processing ``source`` (None: a
-        wake-up) read from ``input_partition``, as records of ``interval``."""
+        wake-up) read from ``input_partition``, as records of the current interval."""
+        interval = self.interval
         self.records_out += len(emitted)  # the metric follows in `ship`, once per cycle
         for index, (topic, key, value) in enumerate(emitted):
             partitions, sink = self._targets[topic]
@@ -95,8 +94,10 @@ class Outputs:
             self._batches.add(topic, partition, key, value, self._headers[1])
 
     async def barrier(self, checkpoint_id: int) -> None:
-        """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks)."""
+        """Barrier ``checkpoint_id`` into every partition of every output topic (no sinks):
+        interval ``checkpoint_id`` ends, and what is sent from now on is of the next one."""
         n = checkpoint_id
+        self.interval = n + 1
         meta = RecordMeta(self._attempt, n, self._name, RecordKind.BARRIER, n, self._graph.name)
         headers = encode_headers(meta)
         for spec in self._topics:

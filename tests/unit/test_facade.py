@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,10 @@ def test_importing_the_facade_loads_no_library_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout) == []
+
+
+def test_the_api_page_names_exactly_the_facade() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    table = page.split("## `from sluicegate import ...`")[1].split("## ")[0]
+    named = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert sorted(named) == sorted(sluicegate.__all__)

@@ -20,6 +20,7 @@ CORES = (
     "sluicegate.operators.protocol.records",
     "sluicegate.operators.protocol.messages",
     "sluicegate.operators.protocol.wire",
+    "sluicegate.operators.protocol.snapshot",
     "sluicegate.operators.savepoints.rows",
     "sluicegate.operators.savepoints.manifest",
     "sluicegate.coordinator.checkpoints.tracker",

@@ -54,6 +54,13 @@ from sluicegate.operators.protocol import (
     encode_headers,
 )
 from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.snapshot import (
+    Capture,
+    ForwardBarrier,
+    Quiesce,
+    Upload,
+    snapshot_steps,
+)
 from tests.helpers import fake_state_handle
 from tests.unit.protocol_model.subtask import (
     AbortMessage,
@@ -287,14 +294,24 @@ class World:
         return perform
 
     def _sync_phase(self, sub: SimSubtask, aligned: Aligned) -> None:
-        """Snapshot, bump the writer interval, forward the barrier; the caller then replays."""
-        n = aligned.checkpoint_id
+        """The production sequence (`operators.protocol.snapshot`) on the simulated log; the
+        caller then replays the released records."""
         self._count("aligned")
-        sub.uploads.append((n, dict(aligned.positions), sub.snapshot()))
-        sub.interval = n + 1
-        marker = RecordMeta(sub.attempt, n, sub.uid, RecordKind.BARRIER, n)
-        for queue in sub.outbox.values():
-            queue.append(LogRecord(-1, 0, tuple(encode_headers(marker))))
+        snapshot = None
+        for step in snapshot_steps(aligned):
+            match step:
+                case Quiesce():
+                    pass  # the model's calls are synchronous, its uploads a queue
+                case Capture():
+                    snapshot = sub.snapshot()
+                case ForwardBarrier(checkpoint_id=n):
+                    sub.interval = n + 1
+                    marker = RecordMeta(sub.attempt, n, sub.uid, RecordKind.BARRIER, n)
+                    for queue in sub.outbox.values():
+                        queue.append(LogRecord(-1, 0, tuple(encode_headers(marker))))
+                case Upload(checkpoint_id=n, positions=positions):
+                    assert snapshot is not None, "the state is captured before its upload"
+                    sub.uploads.append((n, dict(positions), snapshot))
 
     def _apply_all(self, sub: SimSubtask, records: list[LogRecord]) -> None:
         for record in records:
@@ -451,10 +468,7 @@ class World:
         self.trace.append(f"{self.now:g} crash and recovery to attempt {self.attempt + 1}")
         self.crash_situations.extend(self._situations())
         self.attempt += 1
-        if chooser(2):
-            self.tracker.on_recovery(self.attempt, self.now)
-        else:
-            self.tracker = self._new_tracker()
+        self.tracker = self._new_tracker()  # as the coordinator does: one tracker per attempt
         self.to_coordinator.clear()
         self.committing = None
         for old in self.subtasks.values():

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiokafka import ConsumerRecord
 
 from sluicegate.operators.contract import Context, FunctionOperator, ProcessFunction, Record
 from sluicegate.operators.protocol.channels import TopicPartition
 from sluicegate.operators.runtime.calls import OperatorCalls
+from sluicegate.operators.runtime.context import Emitted
 from sluicegate.operators.state.store import PartitionState
+
+
+class NoOutputs:
+    def send(self, emitted: Sequence[Emitted], input_partition: int, source: Record | None) -> None:
+        raise AssertionError("nothing is emitted in these tests")
+
+    async def ship(self) -> None:
+        raise AssertionError("nothing is emitted in these tests")
 
 
 def calls(function: ProcessFunction) -> OperatorCalls:
@@ -18,10 +29,16 @@ def calls(function: ProcessFunction) -> OperatorCalls:
         raise AssertionError("call_now returns the failure")
 
     return OperatorCalls(
-        "op#0", FunctionOperator(function), uid="op", outputs_allowed={"out"},
-        owned={TopicPartition("in", 0)}, states=no_state, interval=lambda: 1,
-        dead_letter=no_dead_letter, max_in_flight=4,
-    )  # fmt: skip
+        "op#0",
+        FunctionOperator(function),
+        uid="op",
+        outputs_allowed={"out"},
+        owned={TopicPartition("in", 0)},
+        states=no_state,
+        outputs=NoOutputs(),
+        dead_letter=no_dead_letter,
+        max_in_flight=4,
+    )
 
 
 def incoming() -> ConsumerRecord[bytes, bytes]:
