@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.coordinator.checkpoints.tracker import AbortCause
 from sluicegate.operators.metrics import CHECKPOINT_PHASES, CHECKPOINT_SECONDS_BUCKETS
 from sluicegate.operators.storage.manifest import CheckpointManifest
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.savepoints.restoring import prepare_restore
 from sluicegate.operators.graph import JobGraph
-from sluicegate.operators.savepoints import SavepointError
+from sluicegate.operators.savepoints.exceptions import SavepointError
 from sluicegate.operators.storage import Storage
 from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 

@@ -42,12 +42,12 @@ import time
 from sluicegate.coordinator.adoption import Restart
 from sluicegate.coordinator.assignment import unbalanced
 from sluicegate.coordinator.checkpoint_stats import CheckpointStats
-from sluicegate.coordinator.checkpoints import (
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
+from sluicegate.coordinator.checkpoints.tracker import (
     AbortCause,
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
-    StorageBackoff,
 )
 from sluicegate.coordinator.fencing import Fence, placed_elsewhere, take_epoch
 from sluicegate.coordinator.housekeeping import Housekeeping
@@ -92,7 +92,7 @@ from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
 from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 
-__all__ = ["Coordinator", "CoordinatorOptions", "Failure", "RecentAbort"]
+__all__ = ["Coordinator"]
 
 logger = logging.getLogger(__name__)
 

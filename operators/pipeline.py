@@ -32,7 +32,7 @@ from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.specs import OperatorSpec, OwnedTopic, TopicKind, TopicSpec
 from sluicegate.operators.state.versions import StateVersions
 
-__all__ = ["OperatorSpec", "OwnedTopic", "Pipeline", "PipelineError", "TopicKind", "TopicSpec"]
+__all__ = ["Pipeline"]
 
 _UID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")

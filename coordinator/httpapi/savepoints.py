@@ -22,9 +22,9 @@ from sluicegate.coordinator.httpapi.savepoint_models import (
     SavepointDeleted,
     SavepointInfo,
 )
-from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import SavepointNotFoundError, SavepointRefusedError
 
-__all__ = ["SavepointDeleted", "SavepointInfo", "SavepointView", "savepoints_router"]
+__all__ = ["SavepointView", "savepoints_router"]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
 _NamePath = Annotated[str, Path(pattern=_NAME, description="the savepoint's name")]

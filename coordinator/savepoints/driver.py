@@ -14,7 +14,7 @@ import time
 
 from sluicegate.coordinator.savepoints.requests import SavepointPhase, SavepointRequest
 from sluicegate.coordinator.savepoints.writing import default_name, write_from_checkpoint
-from sluicegate.operators.savepoints import SavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import SavepointError, SavepointRefusedError
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import InvalidPathError, Storage, StorageError
 from sluicegate.operators.storage.layout import savepoint_prefix

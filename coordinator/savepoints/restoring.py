@@ -26,7 +26,7 @@ from pathlib import Path
 
 from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
 from sluicegate.operators.graph import JobGraph
-from sluicegate.operators.savepoints import SavepointNotFoundError
+from sluicegate.operators.savepoints.exceptions import SavepointNotFoundError
 from sluicegate.operators.savepoints.rebuild import rebuild_checkpoint
 from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, StateSource
 from sluicegate.operators.savepoints.store import SavepointStore

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sluicegate.coordinator.httpapi.savepoints import SavepointInfo
+from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
 from sluicegate.coordinator.service import Coordinator
-from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import SavepointNotFoundError, SavepointRefusedError
 from sluicegate.operators.savepoints.store import SavepointStore, StoredSavepoint
 
 __all__ = ["CoordinatorSavepoints", "request_info", "stored_info"]

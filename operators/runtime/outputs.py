@@ -27,7 +27,7 @@ from sluicegate.operators.runtime.bounded import error_text
 from sluicegate.operators.runtime.context import Emitted
 from sluicegate.operators.runtime.deadletters import dead_letter_headers
 from sluicegate.operators.runtime.partitioner import partition_for
-from sluicegate.operators.runtime.sinks import Sink, SinkRecord
+from sluicegate.operators.runtime.sinks.contract import Sink, SinkRecord
 from sluicegate.operators.runtime.topics import dead_letter_topic
 from sluicegate.operators.specs import TopicKind
 

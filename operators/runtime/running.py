@@ -51,7 +51,7 @@ from sluicegate.operators.runtime.control import ControlLink
 from sluicegate.operators.runtime.exceptions import SubtaskFencedError
 from sluicegate.operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from sluicegate.operators.runtime.outputs import Outputs
-from sluicegate.operators.runtime.sinks import Sink
+from sluicegate.operators.runtime.sinks.contract import Sink
 from sluicegate.operators.runtime.state_transfer import Snapshots
 from sluicegate.operators.runtime.wakes import poll_timeout_ms
 from sluicegate.operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints

@@ -63,13 +63,11 @@ from sluicegate.operators.runtime.context import OperatorOpenContext
 from sluicegate.operators.runtime.control import ControlLink
 from sluicegate.operators.runtime.exceptions import (
     CorruptCheckpointError,
-    SinkProgressError,
-    SubtaskFencedError,
 )
 from sluicegate.operators.runtime.inputs import Inputs
 from sluicegate.operators.runtime.outputs import Outputs
 from sluicegate.operators.runtime.running import Incoming, LoopSettings, RunningSubtask
-from sluicegate.operators.runtime.sinks import build_sinks
+from sluicegate.operators.runtime.sinks.building import build_sinks
 from sluicegate.operators.runtime.state_transfer import (
     Restored,
     Snapshots,
@@ -83,13 +81,7 @@ from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.state.store import PartitionState
 from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage
 
-__all__ = [
-    "CorruptCheckpointError",
-    "SinkProgressError",
-    "Subtask",
-    "SubtaskFencedError",
-    "SubtaskSettings",
-]
+__all__ = ["Subtask", "SubtaskSettings"]
 
 logger = logging.getLogger(__name__)
 

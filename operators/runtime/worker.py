@@ -52,8 +52,9 @@ from sluicegate.operators.protocol.messages import (
 )
 from sluicegate.operators.runtime.bounded import error_text
 from sluicegate.operators.runtime.control import InboxLink, WorkerLink
+from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
 from sluicegate.operators.runtime.kafka_control import KafkaWorkerLink
-from sluicegate.operators.runtime.subtask import CorruptCheckpointError, Subtask, SubtaskSettings
+from sluicegate.operators.runtime.subtask import Subtask, SubtaskSettings
 from sluicegate.operators.storage import NotFoundError, Storage
 from sluicegate.operators.storage.manifest import ManifestStore
 

@@ -7,34 +7,3 @@
 
 The format is documented in ``docs/savepoints.md``.
 """
-
-from sluicegate.operators.savepoints.exceptions import (
-    CorruptSavepointError,
-    SavepointError,
-    SavepointNotFoundError,
-    SavepointRefusedError,
-)
-from sluicegate.operators.savepoints.manifest import (
-    FORMAT_VERSION,
-    OperatorState,
-    PartitionRows,
-    RowsFile,
-    SavepointManifest,
-    SubtaskMetadata,
-)
-from sluicegate.operators.savepoints.rows import decode_rows, encode_rows
-
-__all__ = [
-    "FORMAT_VERSION",
-    "CorruptSavepointError",
-    "OperatorState",
-    "PartitionRows",
-    "RowsFile",
-    "SavepointError",
-    "SavepointManifest",
-    "SavepointNotFoundError",
-    "SavepointRefusedError",
-    "SubtaskMetadata",
-    "decode_rows",
-    "encode_rows",
-]

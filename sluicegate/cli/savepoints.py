@@ -31,7 +31,7 @@ from sluicegate.coordinator.httpapi.client import (
 from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.savepoints.census import count_state_versions
 from sluicegate.coordinator.savepoints.view import stored_info
-from sluicegate.operators.savepoints import SavepointError, SavepointNotFoundError
+from sluicegate.operators.savepoints.exceptions import SavepointError, SavepointNotFoundError
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import Storage, open_storage
 

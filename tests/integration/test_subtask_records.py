@@ -21,7 +21,7 @@ from sluicegate.operators.contract import Context, ProcessFunction, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.runtime.readers import committed_from_start
-from sluicegate.operators.runtime.sinks import RECORD_ID_HEADER
+from sluicegate.operators.runtime.sinks.at_least_once import RECORD_ID_HEADER
 from sluicegate.operators.runtime.topics import dead_letter_topic
 from sluicegate.operators.storage import open_storage
 from tests.helpers import wait_for

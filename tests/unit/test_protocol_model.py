@@ -38,16 +38,10 @@ from typing import Final
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings, strategies as st
 
-from sluicegate.operators.protocol import (
-    Accept,
-    BarrierAligner,
-    Fenced,
-    ProtocolViolationError,
-    RecordMeta,
-    RestoreFilter,
-    Skip,
-)
-from sluicegate.operators.protocol.alignment import Aborted
+from sluicegate.operators.protocol.alignment import Aborted, BarrierAligner
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
+from sluicegate.operators.protocol.records import RecordMeta
+from sluicegate.operators.protocol.restore_filter import Accept, Fenced, RestoreFilter, Skip
 from tests.unit.protocol_model import (
     ExactlyOnceViolationError,
     LogRecord,

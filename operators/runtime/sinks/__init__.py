@@ -11,27 +11,3 @@
   with a deterministic id to drop duplicates by.
 * :mod:`operators.runtime.sinks.building`: `build_sinks`, which sink serves which topic.
 """
-
-from sluicegate.operators.runtime.sinks.at_least_once import (
-    RECORD_ID_HEADER,
-    AtLeastOnceSink,
-    record_id,
-)
-from sluicegate.operators.runtime.sinks.building import build_sinks
-from sluicegate.operators.runtime.sinks.contract import Sink, SinkRecord
-from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink, Transactions
-from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
-from sluicegate.operators.runtime.sinks.write_ahead import WriteAheadLog
-
-__all__ = [
-    "RECORD_ID_HEADER",
-    "AtLeastOnceSink",
-    "ExactlyOnceSink",
-    "KafkaTransactions",
-    "Sink",
-    "SinkRecord",
-    "Transactions",
-    "WriteAheadLog",
-    "build_sinks",
-    "record_id",
-]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from sluicegate.operators.graph import JobGraph, SubtaskId
 from sluicegate.operators.kafka import KafkaLike
-from sluicegate.operators.pipeline import TopicKind
 from sluicegate.operators.runtime.sinks.at_least_once import AtLeastOnceSink, RecordAppender
 from sluicegate.operators.runtime.sinks.contract import Sink
 from sluicegate.operators.runtime.sinks.exactly_once import ExactlyOnceSink
 from sluicegate.operators.runtime.sinks.kafka_transactions import KafkaTransactions
 from sluicegate.operators.runtime.sinks.write_ahead import WriteAheadLog
 from sluicegate.operators.runtime.topics import sink_progress_topic
+from sluicegate.operators.specs import TopicKind
 from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["build_sinks"]

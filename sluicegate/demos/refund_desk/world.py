@@ -49,7 +49,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sluicegate.demos.refund_desk.exceptions import WorldUnavailableError
 from sluicegate.demos.refund_desk.world_state import (
     IDEMPOTENCY_HEADER,
-    EffectKind,
     FaultMode,
     Reply,
     WorldState,
@@ -58,17 +57,7 @@ from sluicegate.demos.refund_desk.world_state import (
 )
 from sluicegate.operators.exceptions import ConfigError
 
-__all__ = [
-    "IDEMPOTENCY_HEADER",
-    "EffectKind",
-    "FaultMode",
-    "Reply",
-    "WorldServer",
-    "WorldState",
-    "create_world_app",
-    "lookup_order",
-    "main",
-]
+__all__ = ["WorldServer", "create_world_app", "main"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import httpx
 
 from sluicegate.demos.refund_desk.exceptions import WorldRejectedError, WorldUnavailableError
 
-__all__ = ["WorldClient", "WorldRejectedError", "WorldUnavailableError"]
+__all__ = ["WorldClient"]
 
 logger = logging.getLogger(__name__)
 

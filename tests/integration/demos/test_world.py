@@ -12,12 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sluicegate.demos.refund_desk.world import WorldServer, WorldState
-from sluicegate.demos.refund_desk.world_client import (
-    WorldClient,
-    WorldRejectedError,
-    WorldUnavailableError,
-)
+from sluicegate.demos.refund_desk.exceptions import WorldRejectedError, WorldUnavailableError
+from sluicegate.demos.refund_desk.world import WorldServer
+from sluicegate.demos.refund_desk.world_client import WorldClient
+from sluicegate.demos.refund_desk.world_state import WorldState
 
 ROOT = Path(__file__).resolve().parents[3]
 

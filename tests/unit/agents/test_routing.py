@@ -17,8 +17,9 @@ from sluicegate.agents.runs.state import Budget
 from sluicegate.demos.refund_desk.agent import refund_desk
 from sluicegate.operators.contract import Record
 from sluicegate.operators.exceptions import PipelineError
-from sluicegate.operators.pipeline import Pipeline, TopicKind
+from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.runtime.context import RecordContext
+from sluicegate.operators.specs import TopicKind
 
 
 def ticket_task(record: Record) -> TaskRequest | None:

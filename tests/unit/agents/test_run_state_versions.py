@@ -17,7 +17,8 @@ from sluicegate.agents.runs.versions import (
     run_state_versions,
     upgrade_document,
 )
-from sluicegate.operators.savepoints import SavepointManifest, decode_rows
+from sluicegate.operators.savepoints.manifest import SavepointManifest
+from sluicegate.operators.savepoints.rows import decode_rows
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "savepoints"
 

@@ -11,7 +11,7 @@ from sluicegate.coordinator.checkpoint_stats import (
     CheckpointStats,
     HistogramCounts,
 )
-from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.coordinator.checkpoints.tracker import AbortCause
 from sluicegate.operators.protocol.messages import StateHandle
 from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 

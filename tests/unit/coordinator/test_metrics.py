@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sluicegate.coordinator.checkpoints import AbortCause
+from sluicegate.coordinator.checkpoints.tracker import AbortCause
 from sluicegate.coordinator.metrics import CoordinatorCollector
 from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator

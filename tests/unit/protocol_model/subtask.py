@@ -6,7 +6,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sluicegate.operators.protocol import BarrierAligner, RestoreFilter, TopicPartition
+from sluicegate.operators.protocol.alignment import BarrierAligner
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.restore_filter import RestoreFilter
 
 __all__ = [
     "MODULUS",

@@ -30,30 +30,29 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sluicegate.coordinator.checkpoints import (
+from sluicegate.coordinator.checkpoints.tracker import (
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
     SendTrigger,
 )
-from sluicegate.operators.protocol import (
-    SOURCE_WRITER,
+from sluicegate.operators.protocol.alignment import (
     Aligned,
     BarrierAligner,
     Buffered,
-    Channel,
     Decline,
-    Fenced,
     Process,
+)
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.records import (
+    SOURCE_WRITER,
     RecordKind,
     RecordMeta,
-    RestoreFilter,
-    Skip,
-    TopicPartition,
     decode_headers,
     encode_headers,
 )
-from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.restore_filter import Fenced, RestoreFilter, Skip
 from sluicegate.operators.protocol.snapshot import (
     Capture,
     ForwardBarrier,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.coordinator.checkpoints import (
+from sluicegate.coordinator.checkpoints.tracker import (
     AbortCause,
     AbortCheckpoint,
     BroadcastCompleted,
@@ -12,7 +12,8 @@ from sluicegate.coordinator.checkpoints import (
     CommitManifest,
     SendTrigger,
 )
-from sluicegate.operators.protocol import ProtocolViolationError, TopicPartition
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
 from sluicegate.operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.coordinator.checkpoints import PendingCheckpoint
-from sluicegate.operators.protocol import ProtocolViolationError, TopicPartition
+from sluicegate.coordinator.checkpoints.pending import PendingCheckpoint
+from sluicegate.operators.protocol.channels import TopicPartition
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
 from sluicegate.operators.protocol.messages import CheckpointAck
 from tests.helpers import fake_state_handle
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sluicegate.coordinator.checkpoints import AbortCause, CheckpointTracker, StorageBackoff
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
+from sluicegate.coordinator.checkpoints.tracker import AbortCause, CheckpointTracker
 
 
 def test_the_pause_doubles_up_to_its_cap_and_a_success_resets_it() -> None:

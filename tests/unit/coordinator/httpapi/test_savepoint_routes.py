@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.httpapi.savepoints import savepoints_router
-from sluicegate.operators.savepoints import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import SavepointNotFoundError, SavepointRefusedError
 
 
 class FakeView:

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.operators.protocol import (
-    SOURCE_WRITER,
+from sluicegate.operators.protocol.alignment import (
     Aborted,
     Aligned,
     BarrierAligner,
     Buffered,
-    Channel,
     Decline,
     Process,
-    ProtocolViolationError,
-    TopicPartition,
-    UnknownChannelError,
 )
+from sluicegate.operators.protocol.channels import Channel, TopicPartition
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError, UnknownChannelError
+from sluicegate.operators.protocol.records import SOURCE_WRITER
 
 P0 = TopicPartition("words", 0)
 P1 = TopicPartition("words", 1)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 
 from sluicegate.operators.exceptions import FatalError
-from sluicegate.operators.protocol import (
+from sluicegate.operators.protocol.exceptions import MalformedHeadersError, ProtocolViolationError
+from sluicegate.operators.protocol.records import (
     ATTEMPT_HEADER,
     CHECKPOINT_HEADER,
     INTERVAL_HEADER,
     KIND_HEADER,
     WRITER_HEADER,
-    MalformedHeadersError,
-    ProtocolViolationError,
     RecordKind,
     RecordMeta,
     decode_headers,

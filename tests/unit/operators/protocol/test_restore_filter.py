@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.operators.protocol import (
-    SOURCE_WRITER,
-    Accept,
-    Fenced,
-    ProtocolViolationError,
-    RecordKind,
-    RecordMeta,
-    RestoreFilter,
-    Skip,
-)
+from sluicegate.operators.protocol.exceptions import ProtocolViolationError
+from sluicegate.operators.protocol.records import SOURCE_WRITER, RecordKind, RecordMeta
+from sluicegate.operators.protocol.restore_filter import Accept, Fenced, RestoreFilter, Skip
 
 
 def record(attempt: int, interval: int = 9) -> RecordMeta:

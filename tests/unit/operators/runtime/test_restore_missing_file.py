@@ -13,8 +13,9 @@ from sluicegate.operators.graph import SubtaskId
 from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.protocol.messages import RestorePoint
 from sluicegate.operators.runtime.control import InMemoryControl
+from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
-from sluicegate.operators.runtime.subtask import CorruptCheckpointError, Subtask
+from sluicegate.operators.runtime.subtask import Subtask
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import Storage, open_storage
 

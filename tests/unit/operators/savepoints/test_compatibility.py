@@ -8,8 +8,8 @@ import pytest
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
-from sluicegate.operators.savepoints import SavepointRefusedError
 from sluicegate.operators.savepoints.compatibility import check_restore
+from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
 from sluicegate.operators.savepoints.sources import OperatorInfo
 from sluicegate.operators.state.store import PartitionId
 from sluicegate.operators.state.versions import StateVersions

@@ -14,7 +14,7 @@ from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.runtime.state_transfer import SnapshotStore
-from sluicegate.operators.savepoints import CorruptSavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError, SavepointRefusedError
 from sluicegate.operators.savepoints.rebuild import rebuild_checkpoint
 from sluicegate.operators.savepoints.sources import CheckpointSource, SavepointSource, all_rows
 from sluicegate.operators.savepoints.store import SavepointStore

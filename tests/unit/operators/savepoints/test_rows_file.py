@@ -9,8 +9,13 @@ import zlib
 import pytest
 from hypothesis import given, strategies as st
 
-from sluicegate.operators.savepoints import CorruptSavepointError, decode_rows, encode_rows
-from sluicegate.operators.savepoints.rows import MAX_KEY_BYTES, MAX_VALUE_BYTES
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError
+from sluicegate.operators.savepoints.rows import (
+    MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
+    decode_rows,
+    encode_rows,
+)
 
 
 def _reseal(body: bytes) -> bytes:

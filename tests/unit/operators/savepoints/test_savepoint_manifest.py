@@ -7,14 +7,13 @@ from typing import Any
 
 import pytest
 
-from sluicegate.operators.savepoints import (
+from sluicegate.operators.savepoints.exceptions import CorruptSavepointError, SavepointRefusedError
+from sluicegate.operators.savepoints.manifest import (
     FORMAT_VERSION,
-    CorruptSavepointError,
     OperatorState,
     PartitionRows,
     RowsFile,
     SavepointManifest,
-    SavepointRefusedError,
     SubtaskMetadata,
 )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from sluicegate.operators.state import PartitionId
 from sluicegate.operators.state.codec import (
     META_PREFIX,
     decode_json,
@@ -15,6 +14,7 @@ from sluicegate.operators.state.codec import (
     encode_schema_version,
     partition_prefix,
 )
+from sluicegate.operators.state.store import PartitionId
 
 TOPICS = st.text(alphabet="abcXYZ09._-", min_size=1, max_size=249).filter(
     lambda t: t not in {".", ".."}

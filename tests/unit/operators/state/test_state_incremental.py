@@ -6,7 +6,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from sluicegate.operators.state import RocksDBStateStore, SstKey
+from sluicegate.operators.state.local_checkpoint import SstKey
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
 
 ROWS = 200_000
 PARTITIONS = 8

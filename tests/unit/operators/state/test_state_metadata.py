@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from sluicegate.operators.state import (
-    PartitionId,
+from sluicegate.operators.state.codec import META_PREFIX, SCHEMA_VERSION_KEY, partition_prefix
+from sluicegate.operators.state.exceptions import (
     ReservedKeyError,
-    RocksDBStateStore,
     StateOpenError,
     StateSchemaVersionError,
 )
-from sluicegate.operators.state.codec import META_PREFIX, SCHEMA_VERSION_KEY, partition_prefix
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId
 
 
 @pytest.fixture

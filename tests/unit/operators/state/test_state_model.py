@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sluicegate.operators.state import RocksDBOptions, RocksDBStateStore
-from sluicegate.operators.state.codec import prefix_successor
+from sluicegate.operators.state.codec import RocksDBOptions, prefix_successor
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
 
 PARTITIONS = [("t", 0), ("t", 1), ("u", 0)]
 KEYS = st.binary(max_size=3).map(lambda b: b.replace(b"\x02", b"\xff"))

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.operators.state import (
+from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.exceptions import (
     InvalidPartitionError,
-    PartitionId,
-    RocksDBOptions,
-    RocksDBStateStore,
     StateClosedError,
     StateOpenError,
-    StateStore,
 )
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId, StateStore
 
 StoreFactory = Callable[..., RocksDBStateStore]
 

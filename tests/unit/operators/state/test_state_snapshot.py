@@ -10,15 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sluicegate.operators.state import (
-    CheckpointExistsError,
-    CheckpointInventory,
-    FileKind,
-    PartitionId,
-    RestoreSourceError,
-    RocksDBStateStore,
-)
-from sluicegate.operators.state.local_checkpoint import classify
+from sluicegate.operators.state.exceptions import CheckpointExistsError, RestoreSourceError
+from sluicegate.operators.state.local_checkpoint import CheckpointInventory, FileKind, classify
+from sluicegate.operators.state.rocksdb import RocksDBStateStore
+from sluicegate.operators.state.store import PartitionId
 
 Dump = dict[PartitionId | str, list[tuple[bytes, bytes]]]
 
