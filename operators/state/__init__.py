@@ -7,7 +7,7 @@
 * :mod:`operators.state.exceptions`: the error tree.
 """
 
-from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.codec import RocksDBSettings
 from sluicegate.operators.state.exceptions import (
     CheckpointExistsError,
     InvalidPartitionError,
@@ -46,8 +46,8 @@ __all__ = [
     "PendingWrites",
     "ReservedKeyError",
     "RestoreSourceError",
-    "RocksDBOptions",
     "RocksDBPartitionState",
+    "RocksDBSettings",
     "RocksDBStateStore",
     "SstKey",
     "StateClosedError",

@@ -38,7 +38,7 @@ which accepts only ``bytes`` and never pickles; :func:`require_bytes` rejects
 anything else before it reaches rocksdict, with a ``TypeError`` naming the
 argument. JSON helpers are offered for callers that want them; pickle is not.
 
-Tuning. The options (:class:`RocksDBOptions`) favour small incremental
+Tuning. The settings (:class:`RocksDBSettings`) favour small incremental
 checkpoints; auto compaction stays on:
 
 * level compaction with ``level_compaction_dynamic_level_bytes``: most data
@@ -93,7 +93,7 @@ __all__ = [
     "META_PREFIX",
     "PARTITION_TAG",
     "SCHEMA_VERSION_KEY",
-    "RocksDBOptions",
+    "RocksDBSettings",
     "decode_json",
     "decode_partition",
     "decode_schema_version",
@@ -177,7 +177,7 @@ def decode_json(raw: bytes) -> Any:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RocksDBOptions:
+class RocksDBSettings:
     """Tuning of the subtask's database; defaults explained in the module docstring."""
 
     target_file_size_bytes: int = 1 * _MIB

@@ -10,7 +10,7 @@ import pytest
 from sluicegate.operators.state import (
     InvalidPartitionError,
     PartitionId,
-    RocksDBOptions,
+    RocksDBSettings,
     RocksDBStateStore,
     StateClosedError,
     StateOpenError,
@@ -26,7 +26,7 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
     stores: list[RocksDBStateStore] = []
 
     def factory(name: str = "db", **options: int) -> RocksDBStateStore:
-        store = RocksDBStateStore.open(tmp_path / name, options=RocksDBOptions(**options))
+        store = RocksDBStateStore.open(tmp_path / name, settings=RocksDBSettings(**options))
         stores.append(store)
         return store
 
