@@ -30,10 +30,10 @@ from sluicegate.coordinator.assignment import (
     save_assignment,
 )
 from sluicegate.coordinator.numbering import take_attempt
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.restore_choice import CannotRestore, choose_restore
 from sluicegate.coordinator.retirement import RetireGate
 from sluicegate.coordinator.savepoints.restoring import already_restored
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.runtime.manifest import CheckpointManifest, ManifestStore
@@ -63,7 +63,7 @@ class Placement:
         subtasks: list[str],
         storage: Storage,
         manifests: ManifestStore,
-        settings: CoordinatorOptions,
+        settings: CoordinatorSettings,
     ) -> None:
         self.graph = graph
         self.storage = storage
@@ -172,7 +172,7 @@ class Placement:
         attempt = self.retiring.attempt
         choice = await choose_restore(
             self.storage, self.manifests, self.graph, self.subtasks, attempt=attempt,
-            options=self.settings, on_fallback=on_fallback,
+            settings=self.settings, on_fallback=on_fallback,
         )  # fmt: skip
         if isinstance(choice, CannotRestore):
             return choice

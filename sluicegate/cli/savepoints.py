@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sluicegate.cli.commands import api_token
+from sluicegate.cli.settings import CliSettings
 from sluicegate.cli.text import bytes_text, table
-from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.coordinator.httpapi.client import (
     CoordinatorApiError,
     CoordinatorClient,
@@ -178,7 +178,7 @@ def _storage() -> Storage:
     # Output is flushed by each command before it returns: a storage client's threads have
     # been seen to abort the interpreter at exit (also `checkpoint audit`), losing buffered
     # output to a pipe.
-    return open_storage(CoordinatorSettings().storage_url)
+    return open_storage(CliSettings().storage_url)
 
 
 def _list(args: argparse.Namespace) -> int:
