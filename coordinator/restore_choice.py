@@ -57,9 +57,10 @@ async def choose_restore(
     for lost in found.lost:
         logger.warning(
             "checkpoint %s is corrupt: it completed but %s; falling back to checkpoint %s",
-            lost.checkpoint_id, lost.reason,
+            lost.checkpoint_id,
+            lost.reason,
             found.manifest.checkpoint_id if found.manifest else None,
-        )  # fmt: skip
+        )
         on_fallback()
         await manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
     latest = found.manifest
@@ -71,9 +72,13 @@ async def choose_restore(
         )
     try:
         restored = await prepare_restore(
-            storage, graph, latest, attempt=attempt, from_savepoint=settings.from_savepoint,
+            storage,
+            graph,
+            latest,
+            attempt=attempt,
+            from_savepoint=settings.from_savepoint,
             allow_non_restored=settings.allow_non_restored_state,
-        )  # fmt: skip
+        )
     except SavepointError as exc:
         return CannotRestore(f"cannot restore: {exc}")
     if restored is not None and (mismatch := restored.shape_mismatch(subtasks)):

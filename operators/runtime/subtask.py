@@ -197,10 +197,16 @@ class Subtask:
         self._store: RocksDBStateStore | None = None
         self._states: dict[tuple[str, int], PartitionState] = {}  # handles of ``_store``
         self._calls = OperatorCalls(
-            self.name, self._operator, uid=subtask.uid, outputs_allowed=set(self._spec.outputs),
-            owned=self._owned, states=self._state_of, interval=lambda: self.interval,
-            dead_letter=self._dead_letter, max_in_flight=self._settings.max_in_flight,
-        )  # fmt: skip
+            self.name,
+            self._operator,
+            uid=subtask.uid,
+            outputs_allowed=set(self._spec.outputs),
+            owned=self._owned,
+            states=self._state_of,
+            interval=lambda: self.interval,
+            dead_letter=self._dead_letter,
+            max_in_flight=self._settings.max_in_flight,
+        )
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._sinks: dict[str, Sink] = {}
@@ -292,9 +298,14 @@ class Subtask:
         )
         self._distinct_sinks = list(dict.fromkeys(self._sinks.values()))
         self._outputs = self._calls.outputs = Outputs(
-            self.graph, self.id, attempt=self.attempt, producer=self._producer,
-            batches=batches, sinks=self._sinks, metrics=self._metrics,
-        )  # fmt: skip
+            self.graph,
+            self.id,
+            attempt=self.attempt,
+            producer=self._producer,
+            batches=batches,
+            sinks=self._sinks,
+            metrics=self._metrics,
+        )
         restored = self._restore.checkpoint_id if self._restore else None
         for sink in self._distinct_sinks:
             await sink.open(restored)
