@@ -91,6 +91,7 @@ from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.state import Budget, RunStatus
 from sluicegate.agents.tools import ToolContext, tool
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.contract import Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
@@ -190,9 +191,14 @@ async def local_job(
     graph, topics = agent_graph(counting_agent(steps, window), uuid.uuid4().hex[:8], parallelism)
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         root = Path(tmp)
-        job = LocalJob(graph, bootstrap=bootstrap, storage=open_storage(root / "storage"),
-                       work_dir=root / "work", interval_seconds=interval,
-                       subtask_settings=SubtaskSettings(fetch_timeout_ms=fetch_ms))  # fmt: skip
+        job = LocalJob(
+            graph,
+            bootstrap=bootstrap,
+            storage=open_storage(root / "storage"),
+            work_dir=root / "work",
+            settings=CoordinatorSettings(interval_seconds=interval),
+            subtask_settings=SubtaskSettings(fetch_timeout_ms=fetch_ms),
+        )
         await job.start()
         try:
             # Warm: topics made, subtasks assigned, journals rebuilt, sinks' producers fenced.

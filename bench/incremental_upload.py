@@ -15,9 +15,9 @@ real local storage), the same rows and updates for both ways of checkpointing:
 Per checkpoint, the ratio uploaded / changed is what the checkpoint waits for; the table prints
 its mean, median and worst round, and the ratio of *all* bytes uploaded (materializations
 included) to all bytes changed. ``restore s``: fetching the last checkpoint from storage into
-an empty folder and opening it (the changelog replays its segments). The RocksDB options are
+an empty folder and opening it (the changelog replays its segments). The RocksDB settings are
 ``--target-file-mb``, ``--level-base-mb``, ``--write-buffer-mb``, ``--l0-trigger`` (the defaults
-of `RocksDBOptions` otherwise). Bytes, not seconds, except for the restore: a loaded machine
+of `RocksDBSettings` otherwise). Bytes, not seconds, except for the restore: a loaded machine
 changes little of it (compaction and materializations run in the background, so a round may
 differ a little between runs).
 """
@@ -37,7 +37,7 @@ from bench.table import report_table
 from sluicegate.operators.protocol.messages import StateHandle
 from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
 from sluicegate.operators.runtime.state_transfer import Snapshots, SnapshotStore, fetch
-from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.codec import RocksDBSettings
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import Storage, open_storage
 
@@ -57,7 +57,7 @@ async def measure(
     keys: int,
     checkpoints: int,
     fraction: float,
-    options: RocksDBOptions,
+    settings: RocksDBSettings,
     root: Path,
     *,
     changelog: bool = False,
@@ -72,7 +72,7 @@ async def measure(
     rng = random.Random(7)
     ratios: list[float] = []
     uploaded = changed_total = 0
-    with RocksDBStateStore.open(root / "db", options=options) as store:
+    with RocksDBStateStore.open(root / "db", settings=settings) as store:
         snapshots.attach(store, None)
         state = store.partition("bench", 0)
         for i in range(keys):
@@ -121,7 +121,7 @@ def main() -> None:
         "write_buffer_size_bytes": args.write_buffer_mb and int(args.write_buffer_mb * _MIB),
         "level0_compaction_trigger": args.l0_trigger,
     }
-    options = RocksDBOptions(**{k: v for k, v in given.items() if v is not None})
+    settings = RocksDBSettings(**{k: v for k, v in given.items() if v is not None})
     kinds = {"rocksdb files": False, "changelog": True}
     measured = {}
     for kind, changelog in kinds.items():
@@ -131,7 +131,7 @@ def main() -> None:
                     args.keys,
                     args.checkpoints,
                     args.fraction,
-                    options,
+                    settings,
                     Path(root),
                     changelog=changelog,
                 )
@@ -158,8 +158,8 @@ def main() -> None:
                 f"{args.keys:,}",
                 f"{args.fraction:.1%}",
                 str(args.checkpoints),
-                f"{options.target_file_size_bytes / _MIB:g}",
-                f"{options.max_bytes_for_level_base / _MIB:g}",
+                f"{settings.target_file_size_bytes / _MIB:g}",
+                f"{settings.max_bytes_for_level_base / _MIB:g}",
                 f"{mean(m.ratios):.2f}x",
                 f"{median(m.ratios):.2f}x",
                 f"{max(m.ratios):.2f}x",

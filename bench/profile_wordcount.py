@@ -25,6 +25,7 @@ from pathlib import Path
 
 from bench.table import report_table
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.devkafka import DevBroker
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import produce_lines, word_count
@@ -45,7 +46,7 @@ async def count_words(bootstrap: str, lines: list[str], profile: cProfile.Profil
             bootstrap=bootstrap,
             storage=open_storage(Path(root) / "storage"),
             work_dir=Path(root) / "work",
-            interval_seconds=1.0,
+            settings=CoordinatorSettings(interval_seconds=1.0),
         )
         await job.start()  # creates the topics; the subtasks find a backlog
         await produce_lines(bootstrap, f"lines-{tag}", lines)

@@ -32,6 +32,7 @@ from statistics import median
 
 from bench.table import report_table
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.devkafka import DevBroker
 from sluicegate.operators.runtime.readers import committed_from_start
 from sluicegate.operators.runtime.subtask import SubtaskSettings
@@ -57,8 +58,7 @@ async def run_once(
             bootstrap=bootstrap,
             storage=open_storage(Path(root) / "storage"),
             work_dir=Path(root) / "work",
-            interval_seconds=1.0,
-            checkpointing=config != _OFF,
+            settings=CoordinatorSettings(interval_seconds=1.0, periodic_checkpoints=config != _OFF),
             subtask_settings=SubtaskSettings(state_changelog=config == _CHANGELOG),
         )
         await job.start()  # creates the topics

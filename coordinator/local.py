@@ -19,7 +19,6 @@ minus the OS); `start` again recovers at a new attempt.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from pathlib import Path
 
@@ -27,9 +26,9 @@ from prometheus_client import CollectorRegistry
 
 from sluicegate.coordinator.exceptions import JobFailedError
 from sluicegate.coordinator.job_state import JobState
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.restart import RestartPolicy
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.runtime.control import InMemoryBus
@@ -53,28 +52,27 @@ class LocalJob:
         bootstrap: KafkaLike,
         storage: Storage,
         work_dir: Path,
-        interval_seconds: float = 1.0,
-        min_pause_seconds: float = 0.0,
-        timeout_seconds: float = 60.0,
-        checkpointing: bool = True,
+        settings: CoordinatorSettings | None = None,
         subtask_settings: SubtaskSettings | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        """``registry``: where the subtasks report their metrics (default: the global one)."""
+        """``settings``: the coordinator's (default: `CoordinatorSettings`'s defaults), except
+        the failure policy of the module docstring, which replaces its heartbeat timeout,
+        adoption, settling and restart policy; its process fields (storage, API) are unused.
+        ``subtask_settings``: the subtasks'. ``registry``: where the subtasks report their
+        metrics (default: the global one)."""
         self.graph = graph
         self._bootstrap = bootstrap
         self._storage = storage
         self._work_dir = work_dir
-        self._options = CoordinatorOptions(
-            interval_seconds=interval_seconds,
-            min_pause_seconds=min_pause_seconds,
-            timeout_seconds=timeout_seconds,
-            periodic_checkpoints=checkpointing,
-            heartbeat_timeout_seconds=1e9,
-            adopt_seconds=0,  # its worker dies with it (`crash`): nothing to adopt
-            settle_seconds=0,  # one worker, in this process: no other to wait for
+        self._settings = (settings or CoordinatorSettings()).model_copy(
+            update={
+                "heartbeat_timeout_seconds": 1e9,
+                "adopt_seconds": 0,  # its worker dies with it (`crash`): nothing to adopt
+                "settle_seconds": 0,  # one worker, in this process: no other to wait for
+            }
         )
-        self._settings = subtask_settings
+        self._subtask_settings = subtask_settings
         self._registry = registry
         self._coordinator: Coordinator | None = None
         self._worker: Worker | None = None
@@ -111,8 +109,8 @@ class LocalJob:
             bootstrap=self._bootstrap,
             storage=self._storage,
             # A fresh policy per start: it keeps state (a policy that gave up stays given up).
-            settings=dataclasses.replace(
-                self._options, restart_policy=RestartPolicy(max_restarts=0, window_seconds=1e9)
+            settings=self._settings.model_copy(
+                update={"restart_policy": RestartPolicy(max_restarts=0, window_seconds=1e9)}
             ),
             link=bus.coordinator_end(),
         )
@@ -124,7 +122,7 @@ class LocalJob:
             storage=self._storage,
             work_dir=self._work_dir,
             heartbeat_seconds=0.2,
-            subtask_settings=self._settings,
+            subtask_settings=self._subtask_settings,
             registry=self._registry,
             link=bus.worker_end(),
         )

@@ -30,10 +30,10 @@ from sluicegate.coordinator.assignment import (
     save_assignment,
 )
 from sluicegate.coordinator.numbering import take_attempt
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.restore_choice import CannotRestore, choose_restore
 from sluicegate.coordinator.retirement import RetireGate
 from sluicegate.coordinator.savepoints.restoring import already_restored
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import Storage
@@ -63,7 +63,7 @@ class Placement:
         subtasks: list[str],
         storage: Storage,
         manifests: ManifestStore,
-        settings: CoordinatorOptions,
+        settings: CoordinatorSettings,
     ) -> None:
         self.graph = graph
         self.storage = storage
@@ -144,8 +144,11 @@ class Placement:
             self._offered = slots
             logger.warning(
                 "pipeline %s: attempt %s waits for %s; start more workers or give them more "
-                "--slots", self.graph.name, self.retiring.attempt, self.waiting_for,
-            )  # fmt: skip
+                "--slots",
+                self.graph.name,
+                self.retiring.attempt,
+                self.waiting_for,
+            )
         return None
 
     @property
@@ -171,9 +174,14 @@ class Placement:
         assert self.retiring is not None
         attempt = self.retiring.attempt
         choice = await choose_restore(
-            self.storage, self.manifests, self.graph, self.subtasks, attempt=attempt,
-            options=self.settings, on_fallback=on_fallback,
-        )  # fmt: skip
+            self.storage,
+            self.manifests,
+            self.graph,
+            self.subtasks,
+            attempt=attempt,
+            settings=self.settings,
+            on_fallback=on_fallback,
+        )
         if isinstance(choice, CannotRestore):
             return choice
         if self.previous is None:
@@ -190,6 +198,8 @@ class Placement:
             logger.warning(
                 "attempt %s: workers %s did not retire their subtasks within %.0f s; assigned "
                 "without them (a call they still run may be repeated)",
-                self.retiring.attempt, silent, self.settings.retire_wait_seconds,
-            )  # fmt: skip
+                self.retiring.attempt,
+                silent,
+                self.settings.retire_wait_seconds,
+            )
         self.retiring = None

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.savepoints.restoring import prepare_restore
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.savepoints.exceptions import SavepointError
 from sluicegate.operators.storage import Storage
@@ -49,7 +49,7 @@ async def choose_restore(
     subtasks: list[str],
     *,
     attempt: int,
-    options: CoordinatorOptions,
+    settings: CoordinatorSettings,
     on_fallback: Callable[[], None],
 ) -> RestoreFrom | CannotRestore:
     """The restore point of attempt ``attempt``; steps in the module docstring."""
@@ -57,13 +57,14 @@ async def choose_restore(
     for lost in found.lost:
         logger.warning(
             "checkpoint %s is corrupt: it completed but %s; falling back to checkpoint %s",
-            lost.checkpoint_id, lost.reason,
+            lost.checkpoint_id,
+            lost.reason,
             found.manifest.checkpoint_id if found.manifest else None,
-        )  # fmt: skip
+        )
         on_fallback()
         await manifests.mark_corrupt(lost.checkpoint_id, lost.reason)
     latest = found.manifest
-    if latest is None and found.any_completed and options.from_savepoint is None:
+    if latest is None and found.any_completed and settings.from_savepoint is None:
         return CannotRestore(
             "every completed checkpoint is corrupt; not starting from scratch (that would "
             "reprocess all input). Restore from a savepoint or clear the checkpoint storage "
@@ -71,9 +72,13 @@ async def choose_restore(
         )
     try:
         restored = await prepare_restore(
-            storage, graph, latest, attempt=attempt, from_savepoint=options.from_savepoint,
-            allow_non_restored=options.allow_non_restored_state,
-        )  # fmt: skip
+            storage,
+            graph,
+            latest,
+            attempt=attempt,
+            from_savepoint=settings.from_savepoint,
+            allow_non_restored=settings.allow_non_restored_state,
+        )
     except SavepointError as exc:
         return CannotRestore(f"cannot restore: {exc}")
     if restored is not None and (mismatch := restored.shape_mismatch(subtasks)):

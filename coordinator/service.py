@@ -55,12 +55,12 @@ from sluicegate.coordinator.incidents import Failure, RecentAbort
 from sluicegate.coordinator.job_state import JobEvent, JobState, JobStateMachine
 from sluicegate.coordinator.liveness import LivenessTracker
 from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.placement import Placement
 from sluicegate.coordinator.restart import GiveUp
 from sluicegate.coordinator.restore_choice import CannotRestore
 from sluicegate.coordinator.savepoints.driver import SavepointDriver
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.source_offsets import SourceOffsets
 from sluicegate.coordinator.stopping import (
     Finish,
@@ -106,14 +106,14 @@ class Coordinator:
         *,
         bootstrap: KafkaLike,
         storage: Storage,
-        settings: CoordinatorOptions | None = None,
+        settings: CoordinatorSettings | None = None,
         link: CoordinatorLink | None = None,
     ) -> None:
         """``link``: the control plane to the workers (default: the Kafka control topics)."""
         self.graph = graph
         self.storage = storage
         self.manifests = ManifestStore(storage)
-        self.settings = settings or CoordinatorOptions()
+        self.settings = settings or CoordinatorSettings()
         self.job = JobStateMachine()
         self.liveness: LivenessTracker[Heartbeat] = LivenessTracker(
             timeout_seconds=self.settings.heartbeat_timeout_seconds

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.savepoints import savepoints_router
 from sluicegate.coordinator.httpapi.server import serve
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.savepoints.view import CoordinatorSavepoints
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.runtime.subtask import SubtaskSettings
@@ -41,7 +41,7 @@ async def running(
     **options: object,
 ) -> AsyncIterator[Job]:
     """A worker, a coordinator and its HTTP API (with the savepoint routes) in this loop."""
-    settings = CoordinatorOptions(interval_seconds=0.5, heartbeat_timeout_seconds=5, **options)  # type: ignore[arg-type]
+    settings = CoordinatorSettings(interval_seconds=0.5, heartbeat_timeout_seconds=5, **options)  # type: ignore[arg-type]
     worker = Worker(graph, worker_id="w1", slots=6, bootstrap=bootstrap, storage=storage,
                     work_dir=work_dir, heartbeat_seconds=0.3,
                     subtask_settings=subtask_settings)  # fmt: skip

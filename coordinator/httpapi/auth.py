@@ -34,17 +34,19 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
 
-from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.exceptions import ConfigError, SluicegateError
 
 __all__ = [
     "ADMIN_NAME",
     "UNAUTHENTICATED",
+    "AdminTokenSettings",
     "ApiAuthError",
     "ApiTokens",
     "Principal",
@@ -173,7 +175,17 @@ class ApiTokens:
         return cls(principals) if principals else None
 
 
-def admin_token(settings: CoordinatorSettings) -> str | None:
+class AdminTokenSettings(Protocol):
+    """Settings naming the admin token: the coordinator's, which accepts it, and the CLI's,
+    which sends it."""
+
+    @property
+    def api_token(self) -> SecretStr | None: ...
+    @property
+    def api_token_file(self) -> Path | None: ...
+
+
+def admin_token(settings: AdminTokenSettings) -> str | None:
     """The token of ``SLUICEGATE_API_TOKEN``, else of ``SLUICEGATE_API_TOKEN_FILE``, or None."""
     if settings.api_token is not None:
         token = settings.api_token.get_secret_value().strip()

@@ -57,21 +57,32 @@ class KafkaSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     bootstrap: str = DEFAULT_BOOTSTRAP
+    """The cluster's bootstrap servers, ``host:port`` comma-separated."""
     security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    """How clients talk to the brokers: in the clear or over TLS, with or without SASL."""
     sasl_mechanism: SaslMechanism | None = None
+    """With a SASL protocol (and only then): how clients authenticate."""
     sasl_username: str | None = None
+    """The SASL user (PLAIN, SCRAM)."""
     sasl_password: SecretStr | None = None
+    """The SASL user's password (PLAIN, SCRAM)."""
     sasl_password_file: Path | None = None
+    """A file holding ``sasl_password`` (read when a client is built)."""
     sasl_oauth_token_provider: str | None = None
     """``module:attribute`` naming an aiokafka ``AbstractTokenProvider`` (or a function of no
     arguments returning one), for OAUTHBEARER."""
     oauth_token_provider: AbstractTokenProvider | None = None
     """The same, given as an object (from Python, not from the environment)."""
     ssl_cafile: Path | None = None
+    """The CA certificates that sign the brokers' (PEM); unset: the system's trusted CAs."""
     ssl_certfile: Path | None = None
+    """The client's certificate (PEM), for mutual TLS."""
     ssl_keyfile: Path | None = None
+    """The client certificate's private key (PEM), for mutual TLS."""
     ssl_key_password: SecretStr | None = None
+    """The password of ``ssl_keyfile``, if it has one."""
     ssl_check_hostname: bool = True
+    """Check that a broker's certificate names the host connected to."""
 
     @model_validator(mode="after")
     def _consistent(self) -> KafkaSettings:

@@ -93,8 +93,11 @@ class SubtaskSettings:
     max_in_flight: int = 64
     """Async process-function calls running at once."""
     fetch_timeout_ms: int = 50
+    """How long one fetch from Kafka waits for records when the subtask has nothing else to do."""
     fetch_max_records: int = 2000
+    """The most records one fetch returns."""
     keep_local_checkpoints: int = 2
+    """Local RocksDB checkpoints kept on disk after a checkpoint completes (the newest ones)."""
     state_changelog: bool = False
     """Checkpoint the state as a changelog of each interval's writes and RocksDB files
     materialized in the background (:mod:`operators.runtime.changelog_snapshots`)."""

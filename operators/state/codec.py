@@ -38,7 +38,7 @@ which accepts only ``bytes`` and never pickles; :func:`require_bytes` rejects
 anything else before it reaches rocksdict, with a ``TypeError`` naming the
 argument. JSON helpers are offered for callers that want them; pickle is not.
 
-Tuning. The options (:class:`RocksDBOptions`) favour small incremental
+Tuning. The settings (:class:`RocksDBSettings`) favour small incremental
 checkpoints; auto compaction stays on:
 
 * level compaction with ``level_compaction_dynamic_level_bytes``: most data
@@ -93,7 +93,7 @@ __all__ = [
     "META_PREFIX",
     "PARTITION_TAG",
     "SCHEMA_VERSION_KEY",
-    "RocksDBOptions",
+    "RocksDBSettings",
     "decode_json",
     "decode_partition",
     "decode_schema_version",
@@ -177,15 +177,21 @@ def decode_json(raw: bytes) -> Any:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RocksDBOptions:
+class RocksDBSettings:
     """Tuning of the subtask's database; defaults explained in the module docstring."""
 
     target_file_size_bytes: int = 1 * _MIB
+    """RocksDB's ``target_file_size_base``: the size of the SST files compaction writes."""
     max_bytes_for_level_base: int = 2 * _MIB
+    """RocksDB's ``max_bytes_for_level_base``: the size of the base level."""
     write_buffer_size_bytes: int = 32 * _MIB
+    """RocksDB's ``write_buffer_size``: the memtable's size."""
     level0_compaction_trigger: int = 4
+    """RocksDB's ``level0_file_num_compaction_trigger``: L0 files that start a compaction."""
     bloom_bits_per_key: int = 10
+    """Bits per key of the SST files' bloom filters."""
     max_pending_writes: int = 10_000
+    """Keys the pending write batch holds before it is applied (its memory bound)."""
 
     def to_rocksdict(self) -> Any:
         """Return rocksdict ``Options`` in raw mode (bytes only, never pickled)."""

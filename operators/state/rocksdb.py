@@ -8,7 +8,7 @@ which reads consult first; :meth:`RocksDBStateStore.flush_batch` applies it as
 one atomic ``WriteBatch``, and so does a write that fills it to
 ``max_pending_writes`` keys, so its memory is bounded.
 
-RocksDB tuning (:class:`~operators.state.codec.RocksDBOptions`) is explained in
+RocksDB tuning (:class:`~operators.state.codec.RocksDBSettings`) is explained in
 :mod:`operators.state.codec`.
 """
 
@@ -31,7 +31,7 @@ from sluicegate.operators.state.changelog import (
     Op,
     read_segment,
 )
-from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.codec import RocksDBSettings
 from sluicegate.operators.state.exceptions import (
     ReservedKeyError,
     StateClosedError,
@@ -102,11 +102,11 @@ class RocksDBStateStore:
     Not thread-safe: the subtask's single task owns it.
     """
 
-    def __init__(self, db: Any, path: Path, options: RocksDBOptions) -> None:
+    def __init__(self, db: Any, path: Path, settings: RocksDBSettings) -> None:
         """Wrap an open rocksdict ``Rdict``; use :meth:`open` or :meth:`restore` instead."""
         self._db: Any = db
         self._path = path
-        self._options = options
+        self._settings = settings
         self._pending = PendingWrites()
         self._handles: dict[tuple[str, int], RocksDBPartitionState] = {}
         self._iterators: weakref.WeakSet[_Rows] = weakref.WeakSet()
@@ -121,7 +121,7 @@ class RocksDBStateStore:
         """Where every write is logged before RocksDB applies it (None: the changelog is off)."""
 
     @classmethod
-    def open(cls, path: Path, *, options: RocksDBOptions | None = None) -> RocksDBStateStore:
+    def open(cls, path: Path, *, settings: RocksDBSettings | None = None) -> RocksDBStateStore:
         """Open the database at ``path``, creating it if the directory holds none.
 
         1. note whether ``path`` already holds a database (a ``CURRENT`` file);
@@ -130,14 +130,14 @@ class RocksDBStateStore:
            version is in every checkpoint; existing database: refuse any
            ``schema_version`` other than :data:`SCHEMA_VERSION`.
         """
-        options = options or RocksDBOptions()
+        settings = settings or RocksDBSettings()
         path.mkdir(parents=True, exist_ok=True)
         existed = (path / "CURRENT").exists()
         try:
-            db = Rdict(str(path), options.to_rocksdict())
+            db = Rdict(str(path), settings.to_rocksdict())
         except Exception as exc:
             raise StateOpenError(path, str(exc)) from exc
-        store = cls(db, path, options)
+        store = cls(db, path, settings)
         try:
             if existed:
                 store._check_schema_version()
@@ -154,7 +154,7 @@ class RocksDBStateStore:
 
     @classmethod
     def restore(
-        cls, from_dir: Path, into_dir: Path, *, options: RocksDBOptions | None = None
+        cls, from_dir: Path, into_dir: Path, *, settings: RocksDBSettings | None = None
     ) -> RocksDBStateStore:
         """Open a new database at ``into_dir`` from the files of checkpoint folder ``from_dir``.
 
@@ -170,7 +170,7 @@ class RocksDBStateStore:
         segments = sorted(p for p in entries or () if classify(p.name) is FileKind.CHANGELOG)
         if entries is None or len(segments) < len(entries):  # RocksDB's files (or no folder)
             copy_checkpoint_files(from_dir, into_dir)  # which refuses what is not a checkpoint
-        store = cls.open(into_dir, options=options)
+        store = cls.open(into_dir, settings=settings)
         try:
             for segment in segments:
                 store._replay(segment)
@@ -363,7 +363,7 @@ class RocksDBStateStore:
     def _write(self, stored_key: bytes, value: bytes | None) -> None:
         self._require_open()
         self._pending.record(stored_key, value)
-        if len(self._pending) >= self._options.max_pending_writes:
+        if len(self._pending) >= self._settings.max_pending_writes:
             self.flush_batch()
 
     def _items(self, start: bytes, stop: bytes | None, strip: int) -> _Rows:
@@ -394,7 +394,7 @@ class RocksDBStateStore:
                 else:
                     batch.delete(key)
                 count += 1
-                if count >= self._options.max_pending_writes:
+                if count >= self._settings.max_pending_writes:
                     db.write(batch)
                     batch, count = WriteBatch(raw_mode=True), 0
             db.write(batch)

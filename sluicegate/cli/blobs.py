@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 
+from sluicegate.cli.settings import CliSettings
 from sluicegate.cli.text import bytes_text, table
-from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.operators.storage import Storage, StorageError, open_storage
 from sluicegate.operators.storage.blobs import BlobListing, BlobStore, subject_digest
 
@@ -67,7 +67,7 @@ def render_blobs(listings: list[BlobListing]) -> str:
 
 
 def _store(args: argparse.Namespace) -> BlobStore:
-    url: str = args.storage or CoordinatorSettings().storage_url
+    url: str = args.storage or CliSettings().storage_url
     storage: Storage = open_storage(url)
     return BlobStore(storage)
 

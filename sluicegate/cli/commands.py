@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sluicegate.cli.settings import DEFAULT_URL, URL_ENV, CliSettings
 from sluicegate.cli.text import (
     bytes_text,
     counts_rows,
@@ -33,7 +33,6 @@ from sluicegate.cli.text import (
     seconds_text,
     table,
 )
-from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.coordinator.httpapi.auth import admin_token
 from sluicegate.coordinator.httpapi.client import (
     CoordinatorApiError,
@@ -56,9 +55,6 @@ __all__ = [
     "run_status",
     "run_stop",
 ]
-
-DEFAULT_URL = "http://127.0.0.1:8470"
-URL_ENV = "SLUICEGATE_COORDINATOR_URL"
 
 
 def register(
@@ -108,12 +104,12 @@ def register(
 
 def coordinator_url(given: str | None) -> str:
     """The coordinator URL: ``given`` (--url), else the environment, else the default."""
-    return given or os.environ.get(URL_ENV) or DEFAULT_URL
+    return given or CliSettings().coordinator_url
 
 
 def api_token() -> str | None:
     """The bearer token the CLI sends: ``$SLUICEGATE_API_TOKEN(_FILE)``, or None."""
-    return admin_token(CoordinatorSettings())
+    return admin_token(CliSettings())
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -99,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _render(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
-    from sluicegate.deploy import RenderOptions, render, slots_for, to_yaml
+    from sluicegate.deploy import RenderSettings, render, slots_for, to_yaml
 
     subtasks = len(load_graph(args.pipeline).subtasks())
     slots = args.slots if args.slots is not None else slots_for(subtasks, args.workers)
@@ -109,7 +109,7 @@ def _render(args: argparse.Namespace) -> int:
             f"{args.workers} workers x {slots} slots cannot host the pipeline's {subtasks} "
             "subtasks; add workers or slots",
         )
-    options = RenderOptions(
+    settings = RenderSettings(
         pipeline=args.pipeline,
         workers=args.workers,
         slots=slots,
@@ -125,7 +125,7 @@ def _render(args: argparse.Namespace) -> int:
         monitoring=args.monitoring,
         state_changelog=args.state_changelog,
     )
-    text = to_yaml(render(options))
+    text = to_yaml(render(settings))
     if args.output is None:
         sys.stdout.write(text)
     else:

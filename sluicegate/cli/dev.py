@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.cli.settings import CliSettings
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.devkafka.secure import SaslSslListener, make_certificate
 from sluicegate.operators.exceptions import ConfigError
@@ -65,7 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _dev_kafka(args: argparse.Namespace) -> int:
-    settings = CoordinatorSettings()
+    settings = CliSettings()
     sasl_ssl = _sasl_ssl_listener(args)
     broker = DevBroker(
         port=args.port,

@@ -49,7 +49,7 @@ from sluicegate.cli.processes import register as register_process_commands
 from sluicegate.cli.rollback import add_rollback_command
 from sluicegate.cli.runs import add_runs_commands
 from sluicegate.cli.savepoints import register as register_savepoint_commands
-from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.cli.settings import CliSettings
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.operators.exceptions import SluicegateError
 from sluicegate.operators.kafka import KafkaLike, KafkaSettings
@@ -155,7 +155,7 @@ def _audit(args: argparse.Namespace) -> int:
     from sluicegate.coordinator.retention import audit, delete_orphans, load_report, save_report
     from sluicegate.operators.storage import open_storage
 
-    storage = open_storage(CoordinatorSettings().storage_url)
+    storage = open_storage(CliSettings().storage_url)
 
     async def run() -> int:
         report = await audit(storage, previous=await load_report(storage))
@@ -186,7 +186,7 @@ def _demo(args: argparse.Namespace) -> int:
         )
         return asyncio.run(demo)
 
-    settings = CoordinatorSettings()
+    settings = CliSettings()
     if settings.kafka_bootstrap:
         return run(KafkaSettings.from_env())
     with DevBroker(port=0, kafka_home=settings.kafka_home) as broker:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from sluicegate.cli.reach import wait_for_kafka
-from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.cli.settings import CliSettings
 from sluicegate.coordinator.httpapi.auth import ApiTokens, is_loopback
 from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.devkafka import KAFKA_VERSION, DevBroker
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.kafka import KafkaSettings
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.worker import Worker
 
-__all__ = ["register"]
+__all__ = ["flags_of", "register"]
 
 logger = logging.getLogger("sluicegate")
 
@@ -41,18 +44,25 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add ``coordinator``, ``worker`` and ``up``."""
     coordinator = commands.add_parser("coordinator", help="run the coordinator of a pipeline")
     coordinator.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
-    coordinator.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    _add_interval(coordinator)
     coordinator.add_argument(
-        "--heartbeat-timeout", type=float, default=6.0, help="seconds before a worker is dead"
+        "--heartbeat-timeout",
+        dest="heartbeat_timeout_seconds",
+        type=float,
+        default=_default(CoordinatorSettings, "heartbeat_timeout_seconds"),
+        help="seconds before a worker is dead",
     )
     _add_bootstrap(coordinator)
     coordinator.add_argument(
         "--http-host",
-        default="127.0.0.1",
+        default=_default(CoordinatorSettings, "http_host"),
         help="HTTP API address; another than loopback needs API tokens (docs/security.md)",
     )
     coordinator.add_argument(
-        "--http-port", type=int, default=8470, help="HTTP API port (0: any free port)"
+        "--http-port",
+        type=int,
+        default=_default(CoordinatorSettings, "http_port"),
+        help="HTTP API port (0: any free port)",
     )
     coordinator.add_argument(
         "--metrics-port",
@@ -60,20 +70,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         help="also serve /metrics, without a token, on this port (0: any free port, logged)",
     )
-    coordinator.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    coordinator.add_argument(
+        "--metrics-host",
+        default=_default(CoordinatorSettings, "metrics_host"),
+        help="address of /metrics",
+    )
     _add_restore(coordinator)
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
     worker.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
     worker.add_argument(
-        "--worker-id", default=socket.gethostname(), help="unique per worker (default: hostname)"
+        "--worker-id",
+        default=_default(WorkerSettings, "worker_id"),
+        help="unique per worker (default: hostname)",
     )
-    worker.add_argument("--slots", type=int, default=4, help="how many subtasks it may host")
+    worker.add_argument(
+        "--slots",
+        type=int,
+        default=_default(WorkerSettings, "slots"),
+        help="how many subtasks it may host",
+    )
     worker.add_argument(
         "--retire-seconds",
         type=float,
-        default=10.0,
+        default=_default(WorkerSettings, "retire_seconds"),
         help="on a recovery, how long subtasks may finish the calls they are running (an "
         "agent's tool call in flight) before they are cancelled (default 10)",
     )
@@ -85,11 +106,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="serve /metrics on this port (0: any free port, logged); "
         "default: $SLUICEGATE_METRICS_PORT, else no metrics server",
     )
-    worker.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics")
+    worker.add_argument(
+        "--metrics-host",
+        default=_default(WorkerSettings, "metrics_host"),
+        help="address of /metrics",
+    )
     worker.add_argument(
         "--health-stale-seconds",
         type=float,
-        default=30.0,
+        default=_default(WorkerSettings, "health_stale_seconds"),
         help="/healthz on the metrics port answers 503 once the worker's event loop has not "
         "turned for this long (default 30)",
     )
@@ -98,9 +123,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
     up.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
-    up.add_argument("--workers", type=int, default=2)
-    up.add_argument("--slots", type=int, default=4, help="slots per worker")
-    up.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
+    up.add_argument("--workers", type=int, default=2, help="how many workers")
+    up.add_argument(
+        "--slots", type=int, default=_default(WorkerSettings, "slots"), help="slots per worker"
+    )
+    _add_interval(up)
     up.add_argument(
         "--metrics-port-base",
         type=int,
@@ -112,6 +139,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _add_restore(up)
     _add_state_changelog(up)
     up.set_defaults(run=_up)
+
+
+def flags_of(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:
+    """The flags in ``args`` that set a field of ``model``: those whose ``dest`` is its name."""
+    return {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
+
+
+def _default(model: type[BaseModel], name: str) -> Any:
+    """The default of a setting, for its flag: one default, the model's."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def _add_interval(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interval",
+        dest="interval_seconds",
+        type=float,
+        default=_default(CoordinatorSettings, "interval_seconds"),
+        help="checkpoint interval (s)",
+    )
 
 
 def _add_state_changelog(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +183,7 @@ def _add_restore(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full-checkpoint-every",
         type=int,
-        default=0,
+        default=_default(CoordinatorSettings, "full_checkpoint_every"),
         metavar="K",
         help="every K-th checkpoint is full: its files shared with no other checkpoint, so "
         "no damaged shared file can break it; retention keeps the newest (default 0: only on "
@@ -156,6 +203,13 @@ def _restore_args(args: argparse.Namespace) -> list[str]:
     return flags + (["--allow-non-restored-state"] if args.allow_non_restored_state else [])
 
 
+def _worker_args(args: argparse.Namespace, i: int) -> list[str]:
+    """The flags ``up`` gives its worker ``i``."""
+    port = args.metrics_port_base + i if args.metrics_port_base else 0
+    flags = ["--worker-id", f"worker-{i}", "--slots", str(args.slots), "--metrics-port", str(port)]
+    return flags + (["--state-changelog"] if args.state_changelog else [])
+
+
 def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
@@ -168,25 +222,15 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
 
 def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
-    from sluicegate.coordinator.options import CoordinatorOptions
     from sluicegate.operators.storage import open_storage
 
-    settings = CoordinatorSettings()
-    tokens = _api_tokens(settings, args.http_host)
+    settings = CoordinatorSettings.from_env(**flags_of(CoordinatorSettings, args))
+    tokens = _api_tokens(settings)
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     service = Coordinator(
-        graph,
-        bootstrap=bootstrap,
-        storage=open_storage(settings.storage_url),
-        settings=CoordinatorOptions(
-            interval_seconds=args.interval,
-            heartbeat_timeout_seconds=args.heartbeat_timeout,
-            from_savepoint=args.from_savepoint,
-            allow_non_restored_state=args.allow_non_restored_state,
-            full_checkpoint_every=args.full_checkpoint_every,
-        ),
+        graph, bootstrap=bootstrap, storage=open_storage(settings.storage_url), settings=settings
     )
     from prometheus_client import CollectorRegistry
 
@@ -197,11 +241,14 @@ def _coordinator(args: argparse.Namespace) -> int:
     registry.register(CoordinatorCollector(service))
     metrics = (
         None
-        if args.metrics_port is None
-        else MetricsServer.start(args.metrics_host, args.metrics_port, registry)
+        if settings.metrics_port is None
+        else MetricsServer.start(settings.metrics_host, settings.metrics_port, registry)
     )
     try:
-        asyncio.run(_serve_coordinator(service, registry, tokens, args.http_host, args.http_port))
+        serving = _serve_coordinator(
+            service, registry, tokens, settings.http_host, settings.http_port
+        )
+        asyncio.run(serving)
     finally:
         if metrics is not None:
             metrics.stop()
@@ -209,8 +256,10 @@ def _coordinator(args: argparse.Namespace) -> int:
     return 0 if service.job.state is JobState.STOPPED else 1
 
 
-def _api_tokens(settings: CoordinatorSettings, host: str) -> ApiTokens | None:
-    """The API's tokens; without any, refuse a non-loopback ``host`` and say the API is open."""
+def _api_tokens(settings: CoordinatorSettings) -> ApiTokens | None:
+    """The API's tokens; without any, refuse a non-loopback ``http_host`` and say the API is
+    open."""
+    host = settings.http_host
     tokens = ApiTokens.from_settings(settings)
     if tokens is None and not is_loopback(host):
         raise ConfigError(
@@ -274,27 +323,26 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.metrics_server import MetricsServer
-    from sluicegate.operators.runtime.subtask import SubtaskSettings
     from sluicegate.operators.runtime.worker import Worker
     from sluicegate.operators.storage import open_storage
 
-    settings = CoordinatorSettings()
+    settings = WorkerSettings.from_env(**flags_of(WorkerSettings, args))
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
     worker = Worker(
         graph,
-        worker_id=args.worker_id,
-        slots=args.slots,
+        worker_id=settings.worker_id,
+        slots=settings.slots,
         bootstrap=bootstrap,
         storage=open_storage(settings.storage_url),
-        work_dir=settings.state_dir / args.worker_id,
-        retire_seconds=args.retire_seconds,
-        subtask_settings=SubtaskSettings(state_changelog=args.state_changelog),
+        work_dir=settings.work_dir,
+        retire_seconds=settings.retire_seconds,
+        subtask_settings=settings.subtask,
     )
-    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
-    health = LoopHealth(stale_after_seconds=args.health_stale_seconds)
-    metrics = None if port is None else MetricsServer.start(args.metrics_host, port, health=health)
+    port, host = settings.metrics_port, settings.metrics_host
+    health = LoopHealth(stale_after_seconds=settings.health_stale_seconds)
+    metrics = None if port is None else MetricsServer.start(host, port, health=health)
     try:
         asyncio.run(_run_worker(worker, health))
     finally:
@@ -318,23 +366,25 @@ def _up(args: argparse.Namespace) -> int:
     from sluicegate.cli.supervisor import Child, Supervisor
 
     load_graph(args.pipeline)  # refuse a bad pipeline before starting anything
-    settings = CoordinatorSettings()
+    settings = CliSettings()
     me = [sys.executable, "-m", "sluicegate"]
     base = args.metrics_port_base
+    coordinator = ["--interval", str(args.interval_seconds), "--http-port", str(base)]
     children = [
-        Child("coordinator", [*me, "coordinator", "--pipeline", args.pipeline,
-                              "--interval", str(args.interval), "--http-port", str(base),
-                              *_restore_args(args)],
-              restart=False),
+        Child(
+            "coordinator",
+            [*me, "coordinator", "--pipeline", args.pipeline, *coordinator, *_restore_args(args)],
+            restart=False,
+        ),
         *(
-            Child(f"worker-{i}", [*me, "worker", "--pipeline", args.pipeline,
-                                  "--worker-id", f"worker-{i}", "--slots", str(args.slots),
-                                  "--metrics-port", str(base + i if base else 0),
-                                  *(["--state-changelog"] if args.state_changelog else [])],
-                  restart=True)
+            Child(
+                f"worker-{i}",
+                [*me, "worker", "--pipeline", args.pipeline, *_worker_args(args, i)],
+                restart=True,
+            )
             for i in range(1, args.workers + 1)
         ),
-    ]  # fmt: skip
+    ]
     env = {"SLUICEGATE_STORAGE_URL": settings.storage_url}
     if settings.kafka_bootstrap:
         env["SLUICEGATE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap

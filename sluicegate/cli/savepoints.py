@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sluicegate.cli.commands import api_token
+from sluicegate.cli.settings import CliSettings
 from sluicegate.cli.text import bytes_text, table
-from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.coordinator.httpapi.client import (
     CoordinatorApiError,
     CoordinatorClient,
@@ -96,14 +96,15 @@ def render_savepoints(savepoints: list[SavepointInfo]) -> str:
             s.status,
             s.pipeline or "",
             "" if s.checkpoint_id is None else str(s.checkpoint_id),
-            "" if s.created_at is None
+            ""
+            if s.created_at is None
             else datetime.fromtimestamp(s.created_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
             bytes_text(s.size_bytes),
             str(s.rows),
             " ".join(f"{uid}:v{v}" for uid, v in sorted(s.state_versions.items())) or s.error,
         ]
         for s in savepoints
-    ]  # fmt: skip
+    ]
     headers = ["name", "status", "pipeline", "checkpoint", "created", "size", "rows", "state"]
     return table(headers, rows)
 
@@ -168,8 +169,10 @@ def _after_stop(name: str, say: Callable[[str], None]) -> int:
             "Read the coordinator's log for why; starting it again resumes from its last "
             "checkpoint",
         )
-    say(f"savepoint {name} written from checkpoint {stored.from_checkpoint}; the job stopped. "
-        f"Restore it with --from-savepoint {name}")  # fmt: skip
+    say(
+        f"savepoint {name} written from checkpoint {stored.from_checkpoint}; the job stopped. "
+        f"Restore it with --from-savepoint {name}"
+    )
     sys.stdout.flush()
     return 0
 
@@ -178,7 +181,7 @@ def _storage() -> Storage:
     # Output is flushed by each command before it returns: a storage client's threads have
     # been seen to abort the interpreter at exit (also `checkpoint audit`), losing buffered
     # output to a pipe.
-    return open_storage(CoordinatorSettings().storage_url)
+    return open_storage(CliSettings().storage_url)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -205,18 +208,21 @@ def _delete(args: argparse.Namespace) -> int:
 def _versions(args: argparse.Namespace) -> int:
     census = asyncio.run(count_state_versions(_storage()))
     if args.json:
-        print(json.dumps({
-            "versions": [
-                {"operator": uid, "version": v, "checkpoints": c, "savepoints": s}
-                for uid, v, c, s in census.rows()
-            ],
-            "unreadable_savepoints": census.unreadable,
-        }, indent=2))  # fmt: skip
+        versions = [
+            {"operator": uid, "version": v, "checkpoints": c, "savepoints": s}
+            for uid, v, c, s in census.rows()
+        ]
+        print(
+            json.dumps({"versions": versions, "unreadable_savepoints": census.unreadable}, indent=2)
+        )
         sys.stdout.flush()
         return 0
     rows = [[uid, str(v), str(c), str(s)] for uid, v, c, s in census.rows()]
-    print(table(["operator", "state version", "checkpoints", "savepoints"], rows) if rows
-          else "no checkpoints or savepoints")  # fmt: skip
+    print(
+        table(["operator", "state version", "checkpoints", "savepoints"], rows)
+        if rows
+        else "no checkpoints or savepoints"
+    )
     for name, problem in census.unreadable.items():
         print(f"savepoint {name} could not be read: {problem}")
     sys.stdout.flush()

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from sluicegate import JobGraph
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import LocalJob, counts_by_word, produce_lines, read_committed, word_count
@@ -51,7 +52,7 @@ async def run_demo(
             bootstrap=bootstrap,
             storage=storage,
             work_dir=root / "work",
-            interval_seconds=0.5,
+            settings=CoordinatorSettings(interval_seconds=0.5),
         )
 
     started = time.monotonic()

@@ -5,6 +5,6 @@ would: namespace, image, the ``sluicegate-config`` values, the worker count and 
 ``sluicegate deploy render`` prints the result for ``kubectl apply -f -``.
 """
 
-from sluicegate.deploy.render import RenderOptions, render, slots_for, to_yaml
+from sluicegate.deploy.render import RenderSettings, render, slots_for, to_yaml
 
-__all__ = ["RenderOptions", "render", "slots_for", "to_yaml"]
+__all__ = ["RenderSettings", "render", "slots_for", "to_yaml"]

@@ -31,7 +31,7 @@ __all__ = [
     "CONFIG_NAME",
     "KAFKA_CA_FILE",
     "WORKERS_NAME",
-    "RenderOptions",
+    "RenderSettings",
     "render",
     "slots_for",
     "to_yaml",
@@ -46,7 +46,7 @@ _SLOTS_FLAG = "--slots="
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RenderOptions:
+class RenderSettings:
     """What an overlay sets; every field is a flag of ``sluicegate deploy render``."""
 
     pipeline: str
@@ -112,25 +112,25 @@ def slots_for(subtasks: int, workers: int) -> int:
     return math.ceil(subtasks / max(workers - 1, 1))
 
 
-def render(options: RenderOptions) -> list[Manifest]:
+def render(settings: RenderSettings) -> list[Manifest]:
     """The objects to apply, in the base's order; steps in the module docstring."""
     objects = copy.deepcopy(load("base", BASE_FILES))
-    if options.monitoring:
+    if settings.monitoring:
         objects += copy.deepcopy(load("components/monitoring", MONITORING_FILES))
     for obj in objects:
-        obj["metadata"]["namespace"] = options.namespace
+        obj["metadata"]["namespace"] = settings.namespace
         for container in _containers(obj):
             if container["image"].split(":", 1)[0] == _IMAGE_NAME:
-                container["image"] = options.image
+                container["image"] = settings.image
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == CONFIG_NAME:
-            obj["data"].update(_config(options))
+            obj["data"].update(_config(settings))
         if obj["kind"] == "StatefulSet" and obj["metadata"]["name"] == WORKERS_NAME:
-            obj["spec"]["replicas"] = options.workers
+            obj["spec"]["replicas"] = settings.workers
             for container in _containers(obj):
                 container["args"] = [
-                    f"{_SLOTS_FLAG}{options.slots}" if arg.startswith(_SLOTS_FLAG) else arg
+                    f"{_SLOTS_FLAG}{settings.slots}" if arg.startswith(_SLOTS_FLAG) else arg
                     for arg in container["args"]
-                ] + (["--state-changelog"] if options.state_changelog else [])
+                ] + (["--state-changelog"] if settings.state_changelog else [])
     return objects
 
 
@@ -139,21 +139,21 @@ def to_yaml(objects: list[Manifest]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, width=100)
 
 
-def _config(options: RenderOptions) -> dict[str, str]:
+def _config(settings: RenderSettings) -> dict[str, str]:
     values = {
-        "SLUICEGATE_PIPELINE": options.pipeline,
-        "SLUICEGATE_KAFKA_BOOTSTRAP": options.kafka_bootstrap,
-        "SLUICEGATE_STORAGE_URL": options.storage_url,
-        "AWS_REGION": options.region,
-        "SLUICEGATE_KAFKA_SECURITY_PROTOCOL": options.kafka_security_protocol,
+        "SLUICEGATE_PIPELINE": settings.pipeline,
+        "SLUICEGATE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SLUICEGATE_STORAGE_URL": settings.storage_url,
+        "AWS_REGION": settings.region,
+        "SLUICEGATE_KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol,
     }
-    if options.kafka_sasl_mechanism is not None:
-        values["SLUICEGATE_KAFKA_SASL_MECHANISM"] = options.kafka_sasl_mechanism
-    if options.kafka_tls_ca:
+    if settings.kafka_sasl_mechanism is not None:
+        values["SLUICEGATE_KAFKA_SASL_MECHANISM"] = settings.kafka_sasl_mechanism
+    if settings.kafka_tls_ca:
         values["SLUICEGATE_KAFKA_SSL_CAFILE"] = KAFKA_CA_FILE
-    if options.s3_endpoint is not None:
-        values["AWS_ENDPOINT_URL"] = options.s3_endpoint
-        if options.s3_endpoint.startswith("http://"):
+    if settings.s3_endpoint is not None:
+        values["AWS_ENDPOINT_URL"] = settings.s3_endpoint
+        if settings.s3_endpoint.startswith("http://"):
             values["AWS_ALLOW_HTTP"] = "true"
     return values
 

@@ -10,8 +10,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import open_storage
@@ -27,7 +27,7 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
     graph = word_count(tag)
     await ensure_topics(kafka_bootstrap, graph)
     storage = open_storage(tmp_path / "storage")
-    settings = CoordinatorOptions(interval_seconds=0.3, heartbeat_timeout_seconds=5)
+    settings = CoordinatorSettings(interval_seconds=0.3, heartbeat_timeout_seconds=5)
     workers = [
         Worker(
             graph,

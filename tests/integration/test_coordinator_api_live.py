@@ -21,8 +21,8 @@ from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import open_storage
@@ -39,7 +39,7 @@ def live_url(kafka_bootstrap: str) -> Iterator[str]:
         graph,
         bootstrap=kafka_bootstrap,
         storage=storage,
-        settings=CoordinatorOptions(interval_seconds=0.3),
+        settings=CoordinatorSettings(interval_seconds=0.3),
     )
     worker = Worker(
         graph,

@@ -12,6 +12,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
@@ -72,7 +73,7 @@ async def test_a_subtask_reports_records_lag_and_restore_duration(
             bootstrap=kafka_bootstrap,
             storage=storage,
             work_dir=tmp_path / "work",
-            interval_seconds=0.3,
+            settings=CoordinatorSettings(interval_seconds=0.3),
             registry=registry,
         )
 

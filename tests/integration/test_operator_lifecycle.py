@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.contract import Context, OpenContext, Operator, Record
 from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.storage import open_storage
@@ -66,7 +67,7 @@ async def test_wake_ups_survive_a_crash_and_a_failing_close(
     def job() -> LocalJob:
         return LocalJob(
             graph, bootstrap=kafka_bootstrap, storage=storage, work_dir=tmp_path / "work",
-            interval_seconds=0.2,
+            settings=CoordinatorSettings(interval_seconds=0.2),
         )  # fmt: skip
 
     EVENTS.clear()

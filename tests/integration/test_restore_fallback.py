@@ -18,8 +18,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import Storage, open_storage
@@ -62,7 +62,7 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
         graph,
         bootstrap=kafka_bootstrap,
         storage=storage,
-        settings=CoordinatorOptions(interval_seconds=0.3, heartbeat_timeout_seconds=3),
+        settings=CoordinatorSettings(interval_seconds=0.3, heartbeat_timeout_seconds=3),
     )
     registry = CollectorRegistry()
     registry.register(CoordinatorCollector(coordinator))

@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.contract import Context, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
@@ -74,7 +75,7 @@ async def test_source_topics_are_never_written_and_forged_headers_are_user_data(
             bootstrap=kafka_bootstrap,
             storage=open_storage(tmp_path / side / "storage"),
             work_dir=tmp_path / side / "work",
-            interval_seconds=0.2,
+            settings=CoordinatorSettings(interval_seconds=0.2),
         )
         for side in ("x", "y")
     ]
@@ -113,7 +114,7 @@ async def test_a_checkpoint_completes_before_a_backlog_is_read(
         bootstrap=kafka_bootstrap,
         storage=storage,
         work_dir=tmp_path / "work",
-        interval_seconds=0.1,
+        settings=CoordinatorSettings(interval_seconds=0.1),
     )
     await job.start()
     try:
@@ -166,7 +167,7 @@ async def test_two_pipelines_sharing_a_topic_name_never_take_each_others_records
             bootstrap=kafka_bootstrap,
             storage=open_storage(tmp_path / side / "storage"),
             work_dir=tmp_path / side / "work",
-            interval_seconds=0.2,
+            settings=CoordinatorSettings(interval_seconds=0.2),
         )
         for side in ("x", "y")
     }
@@ -204,7 +205,7 @@ async def test_kcat_records_with_sg_headers_are_counted_as_user_data(
         bootstrap=kafka_bootstrap,
         storage=open_storage(tmp_path / "storage"),
         work_dir=tmp_path / "work",
-        interval_seconds=0.2,
+        settings=CoordinatorSettings(interval_seconds=0.2),
     )
     await job.start()
     lines = [f"k{i % 5} z{i % 2}" for i in range(300)]

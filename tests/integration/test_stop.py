@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.httpapi.server import serve
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
@@ -40,7 +40,7 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
     graph = word_count(tag)
     await ensure_topics(kafka_bootstrap, graph)
     storage = open_storage(tmp_path / "storage")
-    settings = CoordinatorOptions(interval_seconds=0.5, heartbeat_timeout_seconds=5)
+    settings = CoordinatorSettings(interval_seconds=0.5, heartbeat_timeout_seconds=5)
     worker = Worker(
         graph,
         worker_id="w1",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.storage import Storage, StorageUnavailableError, open_storage
 from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
@@ -57,7 +58,7 @@ async def test_a_storage_outage_aborts_checkpoints_without_a_recovery(
         bootstrap=kafka_bootstrap,
         storage=storage,
         work_dir=tmp_path / "work",
-        interval_seconds=0.3,
+        settings=CoordinatorSettings(interval_seconds=0.3),
     )
     await job.start()
     try:

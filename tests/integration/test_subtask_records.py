@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from sluicegate.coordinator.exceptions import JobFailedError
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.contract import Context, ProcessFunction, Record
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
@@ -64,7 +65,7 @@ async def running(graph: JobGraph, bootstrap: str, tmp_path: Path) -> AsyncItera
         bootstrap=bootstrap,
         storage=open_storage(tmp_path / "storage"),
         work_dir=tmp_path / "work",
-        interval_seconds=0.3,
+        settings=CoordinatorSettings(interval_seconds=0.3),
     )
     await job.start()
     try:

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.subtask import SubtaskSettings
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import produce_lines, read_committed, word_count
@@ -41,7 +42,7 @@ async def test_word_count_survives_repeated_crashes_exactly_once(
             bootstrap=kafka_bootstrap,
             storage=storage,
             work_dir=tmp_path / "work",
-            interval_seconds=0.5,
+            settings=CoordinatorSettings(interval_seconds=0.5),
             subtask_settings=SubtaskSettings(max_buffered=50_000),
         )
 

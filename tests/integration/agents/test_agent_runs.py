@@ -22,6 +22,7 @@ from sluicegate import AgentTopics, add_agent
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
@@ -76,7 +77,7 @@ async def test_runs_survive_crashes_with_each_effect_once(
     def job() -> LocalJob:
         return LocalJob(
             graph, bootstrap=kafka_bootstrap, storage=storage, work_dir=tmp_path / "work",
-            interval_seconds=0.3,
+            settings=CoordinatorSettings(interval_seconds=0.3),
         )  # fmt: skip
 
     tasks = [
@@ -119,7 +120,7 @@ async def test_rejected_email_lets_the_model_finish(
     graph, topics = desk_graph(world.url, tag)
     job = LocalJob(
         graph, bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "s"),
-        work_dir=tmp_path / "w", interval_seconds=0.3,
+        work_dir=tmp_path / "w", settings=CoordinatorSettings(interval_seconds=0.3),
     )  # fmt: skip
     await job.start()
     try:

@@ -28,6 +28,7 @@ from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.routes.approvals import approvals_router
 from sluicegate.coordinator.httpapi.auth import Scope, identity
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
 from sluicegate.operators.pipeline import Pipeline
@@ -144,7 +145,7 @@ async def approval_reaches_the_run(
     api = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
     job = LocalJob(
         p.build(), bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "storage"),
-        work_dir=tmp_path / "work", interval_seconds=0.3,
+        work_dir=tmp_path / "work", settings=CoordinatorSettings(interval_seconds=0.3),
     )  # fmt: skip
     run_id = run_id_placed_apart(tag)
     task = TaskRequest(run_id=run_id, goal=task_goal(f"ord-{tag}", research=1))

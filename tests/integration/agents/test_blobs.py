@@ -36,6 +36,7 @@ from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.tools import ToolContext, ToolKind, tool
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.pipeline import Pipeline
@@ -105,7 +106,11 @@ def bulk_graph(agent: Agent, tag: str) -> tuple[JobGraph, AgentTopics]:
 
 def local_job(graph: JobGraph, bootstrap: str, storage: Storage, work: Path) -> LocalJob:
     return LocalJob(
-        graph, bootstrap=bootstrap, storage=storage, work_dir=work, interval_seconds=0.3
+        graph,
+        bootstrap=bootstrap,
+        storage=storage,
+        work_dir=work,
+        settings=CoordinatorSettings(interval_seconds=0.3),
     )
 
 

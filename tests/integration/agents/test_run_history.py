@@ -32,6 +32,7 @@ from sluicegate.agents.routes.runs import runs_router
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope, identity, requirement
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
 from sluicegate.operators.storage import open_storage
@@ -86,7 +87,7 @@ async def test_history_replay_and_forks_of_real_runs(kafka_bootstrap: str, tmp_p
         def job() -> LocalJob:
             return LocalJob(
                 graph, bootstrap=kafka_bootstrap, storage=storage, work_dir=tmp_path / "work",
-                interval_seconds=0.3,
+                settings=CoordinatorSettings(interval_seconds=0.3),
             )  # fmt: skip
 
         tasks = [

@@ -31,6 +31,7 @@ from sluicegate.agents.routes.approvals import approvals_router
 from sluicegate.agents.routes.rollback import rollback_router
 from sluicegate.coordinator.httpapi.auth import ApiAuthError, ApiTokens, Principal, Scope, identity
 from sluicegate.coordinator.local import LocalJob
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
 from sluicegate.operators.pipeline import Pipeline
@@ -133,7 +134,7 @@ async def test_refund_desk_runs_rolled_back_through_the_cli_and_over_http(
     graph = p.build()
     job = LocalJob(
         graph, bootstrap=kafka_bootstrap, storage=open_storage(tmp_path / "s"),
-        work_dir=tmp_path / "w", interval_seconds=0.3,
+        work_dir=tmp_path / "w", settings=CoordinatorSettings(interval_seconds=0.3),
     )  # fmt: skip
     events = Events()
     events_task.append(asyncio.create_task(reading(kafka_bootstrap, topics.events, events)))

@@ -11,8 +11,8 @@ import uuid
 
 from sluicegate.cli.commands import render_checkpoints
 from sluicegate.coordinator.httpapi.view import CheckpointStatus
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import CheckpointAck, Heartbeat
 from sluicegate.operators.storage import open_storage
@@ -22,7 +22,7 @@ from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
-AT_ONCE = CoordinatorOptions(settle_seconds=0)
+AT_ONCE = CoordinatorSettings(settle_seconds=0)
 """Placement as soon as the workers have the slots: these tests join workers by hand."""
 
 

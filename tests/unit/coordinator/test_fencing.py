@@ -20,8 +20,8 @@ from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import Storage, StorageUnavailableError, open_storage
@@ -146,7 +146,7 @@ async def test_a_coordinator_alone_is_never_fenced() -> None:
 
 
 def test_the_check_interval_is_an_option() -> None:
-    assert CoordinatorOptions().fence_check_seconds == 1.0
+    assert CoordinatorSettings().fence_check_seconds == 1.0
 
 
 async def test_a_fenced_coordinator_refuses_stop_checkpoint_and_savepoint_requests() -> None:

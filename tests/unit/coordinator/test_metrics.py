@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sluicegate.coordinator.checkpoints.tracker import AbortCause
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
@@ -26,7 +26,7 @@ def coordinator() -> Coordinator:
         word_count(uuid.uuid4().hex[:8]),
         bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
         storage=open_storage("memory://"),
-        settings=CoordinatorOptions(interval_seconds=2.5),
+        settings=CoordinatorSettings(interval_seconds=2.5),
     )
 
 

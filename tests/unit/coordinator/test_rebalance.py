@@ -10,8 +10,8 @@ import time
 import uuid
 
 from sluicegate.coordinator.job_state import JobState
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.protocol.messages import Assign, CheckpointAck, Heartbeat, Retire, Retired
 from sluicegate.operators.protocol.wire import decode_message
 from sluicegate.operators.storage import open_storage
@@ -19,7 +19,7 @@ from sluicegate.testing import word_count
 from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
 
-AT_ONCE = CoordinatorOptions(settle_seconds=0)
+AT_ONCE = CoordinatorSettings(settle_seconds=0)
 """Placement as soon as the workers have the slots: these tests join workers by hand."""
 
 

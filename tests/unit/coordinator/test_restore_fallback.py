@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from sluicegate.coordinator.job_state import JobEvent
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.protocol.messages import (
     FromWorker,
     Heartbeat,
@@ -56,7 +56,7 @@ async def coordinator_with_checkpoints(*ids: int) -> Coordinator:
     phases = {str(s): (0.0, 0.0, 0.0) for s in graph.subtasks()}  # the pipeline's shape
     for n in ids:
         await ManifestStore(storage).commit(manifest(n, phases=phases))
-    settings = CoordinatorOptions(settle_seconds=0)  # the worker joins by hand: place at once
+    settings = CoordinatorSettings(settle_seconds=0)  # the worker joins by hand: place at once
     c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage, settings=settings)
     c._link = Sent()
     beat = Heartbeat("w1", "i1", slots=4, attempt=0, subtasks=())

@@ -13,8 +13,8 @@ import pytest
 
 from sluicegate.cli.commands import render_status
 from sluicegate.coordinator.assignment import save_assignment
-from sluicegate.coordinator.options import CoordinatorOptions
 from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import Heartbeat, Retired
 from sluicegate.operators.storage import open_storage
@@ -36,7 +36,7 @@ def placing() -> Coordinator:
         word_count(uuid.uuid4().hex[:8]),
         bootstrap="127.0.0.1:1",
         storage=open_storage("memory://"),
-        settings=CoordinatorOptions(settle_seconds=0),
+        settings=CoordinatorSettings(settle_seconds=0),
     )
     c._link = Sent()
     return c
@@ -55,7 +55,7 @@ async def test_too_few_slots_are_logged_once_per_change_until_placed(
         graph,
         bootstrap="127.0.0.1:1",
         storage=open_storage("memory://"),
-        settings=CoordinatorOptions(settle_seconds=0),
+        settings=CoordinatorSettings(settle_seconds=0),
     )
     c._link = Sent()
     await c._new_attempt()

@@ -9,7 +9,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sluicegate.coordinator.config import CoordinatorSettings
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import (
     ADMIN_NAME,
@@ -20,6 +19,7 @@ from sluicegate.coordinator.httpapi.auth import (
     is_loopback,
 )
 from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.exceptions import ConfigError
 from tests.unit.coordinator.httpapi.test_app import FakeView
 from tests.unit.coordinator.httpapi.test_savepoint_routes import FakeView as SavepointsView
@@ -87,31 +87,31 @@ def test_tokens_come_from_the_file_and_the_environment(
 ) -> None:
     for name in ("API_TOKEN", "API_TOKEN_FILE", "API_TOKENS_FILE"):
         monkeypatch.delenv(f"SLUICEGATE_{name}", raising=False)
-    assert ApiTokens.from_settings(CoordinatorSettings()) is None
+    assert ApiTokens.from_settings(CoordinatorSettings.from_env()) is None
     monkeypatch.setenv("SLUICEGATE_API_TOKEN", "")  # compose's ${SLUICEGATE_API_TOKEN:-}
-    assert ApiTokens.from_settings(CoordinatorSettings()) is None
+    assert ApiTokens.from_settings(CoordinatorSettings.from_env()) is None
     monkeypatch.delenv("SLUICEGATE_API_TOKEN")
     (tmp_path / "tokens").write_text(TOKENS_FILE)
     (tmp_path / "admin").write_text("admin-token-from-a-file-0123\n")
     monkeypatch.setenv("SLUICEGATE_API_TOKENS_FILE", str(tmp_path / "tokens"))
     monkeypatch.setenv("SLUICEGATE_API_TOKEN_FILE", str(tmp_path / "admin"))
-    tokens = ApiTokens.from_settings(CoordinatorSettings())
+    tokens = ApiTokens.from_settings(CoordinatorSettings.from_env())
     assert tokens is not None
     assert len(tokens) == 4
     admin = tokens.authenticate("admin-token-from-a-file-0123")
     assert admin == Principal(ADMIN_NAME, frozenset(Scope))
     # The variable beats the file; the settings never print it.
     monkeypatch.setenv("SLUICEGATE_API_TOKEN", "admin-token-from-the-env-01")
-    settings = CoordinatorSettings()
+    settings = CoordinatorSettings.from_env()
     assert admin_token(settings) == "admin-token-from-the-env-01"
     assert "admin-token-from-the-env-01" not in repr(settings)
     monkeypatch.setenv("SLUICEGATE_API_TOKEN", "short")
     with pytest.raises(ConfigError, match="too short"):
-        ApiTokens.from_settings(CoordinatorSettings())
+        ApiTokens.from_settings(CoordinatorSettings.from_env())
     monkeypatch.delenv("SLUICEGATE_API_TOKEN")
     monkeypatch.setenv("SLUICEGATE_API_TOKEN_FILE", str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="cannot read it"):
-        ApiTokens.from_settings(CoordinatorSettings())
+        ApiTokens.from_settings(CoordinatorSettings.from_env())
 
 
 async def test_reads_need_a_token_and_healthz_does_not(api: httpx.AsyncClient) -> None:

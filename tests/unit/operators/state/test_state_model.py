@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sluicegate.operators.state.codec import RocksDBOptions, prefix_successor
+from sluicegate.operators.state.codec import RocksDBSettings, prefix_successor
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 
 PARTITIONS = [("t", 0), ("t", 1), ("u", 0)]
@@ -71,9 +71,9 @@ def test_store_behaves_like_a_dict_per_partition(
     tmp_path_factory: pytest.TempPathFactory, ops: list[Op], prefix: bytes, batch: int
 ) -> None:
     path = tmp_path_factory.mktemp("model") / "db"
-    options = RocksDBOptions(max_pending_writes=batch)
+    settings = RocksDBSettings(max_pending_writes=batch)
     model: list[dict[bytes, bytes]] = [{} for _ in PARTITIONS]
-    store = RocksDBStateStore.open(path, options=options)
+    store = RocksDBStateStore.open(path, settings=settings)
     try:
         for op in ops:
             match op:
@@ -87,7 +87,7 @@ def test_store_behaves_like_a_dict_per_partition(
                     store.flush_batch()
                 case Reopen():
                     store.close()
-                    store = RocksDBStateStore.open(path, options=options)
+                    store = RocksDBStateStore.open(path, settings=settings)
                 case Drop(partition):
                     store.drop_partition(*PARTITIONS[partition])
                     model[partition].clear()

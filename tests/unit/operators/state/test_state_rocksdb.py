@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.operators.state.codec import RocksDBOptions
+from sluicegate.operators.state.codec import RocksDBSettings
 from sluicegate.operators.state.exceptions import (
     InvalidPartitionError,
     StateClosedError,
@@ -25,7 +25,7 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
     stores: list[RocksDBStateStore] = []
 
     def factory(name: str = "db", **options: int) -> RocksDBStateStore:
-        store = RocksDBStateStore.open(tmp_path / name, options=RocksDBOptions(**options))
+        store = RocksDBStateStore.open(tmp_path / name, settings=RocksDBSettings(**options))
         stores.append(store)
         return store
 

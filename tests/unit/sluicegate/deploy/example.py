@@ -1,11 +1,11 @@
-"""The example overlay's values as `RenderOptions`: `render` with these must print what
+"""The example overlay's values as `RenderSettings`: `render` with these must print what
 ``kustomize build deploy/k8s/overlays/example`` prints (its header comment has the flags)."""
 
 from __future__ import annotations
 
-from sluicegate.deploy import RenderOptions
+from sluicegate.deploy import RenderSettings
 
-EXAMPLE = RenderOptions(
+EXAMPLE = RenderSettings(
     pipeline="sluicegate.demos.wordcount:demo_graph",
     workers=3,
     slots=2,

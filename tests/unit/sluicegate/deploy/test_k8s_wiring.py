@@ -16,9 +16,8 @@ import pytest
 
 from sluicegate.cli.loader import load_graph
 from sluicegate.cli.main import _parser
-from sluicegate.coordinator.config import CoordinatorSettings
+from sluicegate.cli.settings_reference import environment_variables
 from sluicegate.deploy import render
-from sluicegate.operators.kafka.settings import _EnvKafkaSettings
 from tests.unit.sluicegate.deploy.example import EXAMPLE
 from tests.unit.sluicegate.deploy.kustomize import ROOT, Manifest, build, find
 
@@ -189,9 +188,7 @@ def test_every_reference_resolves(objects: list[Manifest]) -> None:
 def test_every_setting_is_read_by_sluicegate_or_a_marked_placeholder(
     objects: list[Manifest],
 ) -> None:
-    known = {f"SLUICEGATE_{name.upper()}" for name in CoordinatorSettings.model_fields} | {
-        f"SLUICEGATE_KAFKA_{name.upper()}" for name in _EnvKafkaSettings.model_fields
-    }
+    known = environment_variables()
     for workload in _workloads(objects):
         names = {n for n in _environment(objects, workload) if n.startswith("SLUICEGATE_")}
         unknown = names - known - ARGS_ONLY

@@ -62,7 +62,7 @@ def test_slots_leave_room_for_one_worker_down(subtasks: int, workers: int, slots
     assert max(workers - 1, 1) * slots >= subtasks
 
 
-def test_options_refuse_what_cannot_work() -> None:
+def test_settings_refuse_what_cannot_work() -> None:
     with pytest.raises(ConfigError, match="--workers"):
         dataclasses.replace(EXAMPLE, workers=0)
     with pytest.raises(ConfigError, match="S3"):
