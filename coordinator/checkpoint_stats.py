@@ -63,6 +63,12 @@ class HistogramCounts:
             raise ValueError(f"bucket bounds must increase strictly: {self.bounds}")
         self.counts = [0] * (len(self.bounds) + 1)
 
+    def copy(self) -> HistogramCounts:
+        """The same counts, apart from this one."""
+        twin = HistogramCounts(self.bounds)
+        twin.counts, twin.total = list(self.counts), self.total
+        return twin
+
     def observe(self, value: float) -> None:
         """Count ``value`` into the first bucket whose upper bound is at least ``value``."""
         self.counts[bisect.bisect_left(self.bounds, value)] += 1

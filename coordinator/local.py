@@ -81,18 +81,18 @@ class LocalJob:
 
     @property
     def attempt(self) -> int:
-        return self._coordinator.attempt if self._coordinator else 0
+        return self._coordinator.facts().attempt if self._coordinator else 0
 
     @property
     def restored_from(self) -> int | None:
         """The checkpoint the running attempt restored (None: it started from scratch)."""
-        assign = self._coordinator.assign if self._coordinator else None
+        assign = self._coordinator.facts().assign if self._coordinator else None
         return assign.restore_from if assign else None
 
     @property
     def completed(self) -> int:
         """Checkpoints completed since this job object was made (across its restarts)."""
-        now = self._coordinator.stats.completed if self._coordinator else 0
+        now = self._coordinator.facts().checkpoints.completed if self._coordinator else 0
         return self._completed_before + now
 
     @property
@@ -133,7 +133,7 @@ class LocalJob:
         await self._until_assigned(self._coordinator, self._worker)
 
     async def _until_assigned(self, coordinator: Coordinator, worker: Worker) -> None:
-        while not (coordinator.assign and worker.attempt == coordinator.assign.attempt):
+        while (assign := coordinator.facts().assign) is None or worker.attempt != assign.attempt:
             self.raise_failure()
             await asyncio.sleep(_POLL_S)
 
@@ -164,9 +164,9 @@ class LocalJob:
         for task in self._tasks:
             if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
                 raise JobFailedError(task.get_name(), repr(exc)) from exc
-        coordinator = self._coordinator
-        if coordinator is not None and coordinator.job.state is JobState.FAILED:
-            failure = coordinator.failure
+        facts = self._coordinator.facts() if self._coordinator is not None else None
+        if facts is not None and facts.state is JobState.FAILED:
+            failure = facts.failure
             raise JobFailedError(
                 (failure.subtask if failure else None) or "coordinator",
                 failure.reason if failure else "the job failed",

@@ -79,18 +79,18 @@ class CoordinatorCollector(Collector):
         self._c = coordinator
 
     def collect(self) -> Iterator[Metric]:
-        c = self._c
-        stats = c.stats
-        pipeline = c.graph.name
+        facts = self._c.facts()
+        stats = facts.checkpoints
+        pipeline = facts.pipeline
         fenced = GaugeMetricFamily(
             "sluicegate_coordinator_fenced",
             "1 once a newer coordinator of the pipeline fenced this one (it exports nothing else "
             "then), else 0.",
             labels=["pipeline"],
         )
-        fenced.add_metric([pipeline], 1 if c.fenced else 0)
+        fenced.add_metric([pipeline], 1 if facts.fenced else 0)
         yield fenced
-        if c.fenced:
+        if facts.fenced:
             return
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -136,34 +136,34 @@ class CoordinatorCollector(Collector):
         yield gauge(
             "sluicegate_checkpoint_interval_seconds",
             "The configured checkpoint interval.",
-            c.settings.interval_seconds,
+            stats.interval_seconds,
         )
         yield counter(
             "sluicegate_restarts",
             "Global recoveries since the pipeline first started (coordinator restarts included).",
-            c.restarts,
+            facts.restarts,
         )
         yield counter(
             "sluicegate_restore_fallbacks",
             "Restores that fell back to an older checkpoint because a file or the manifest of a "
             "newer one was corrupt or missing.",
-            c.restore_fallbacks,
+            facts.restore_fallbacks,
         )
-        yield gauge("sluicegate_attempt", "The current attempt.", c.attempt)
+        yield gauge("sluicegate_attempt", "The current attempt.", facts.attempt)
         yield gauge(
             "sluicegate_workers_alive",
             "Workers whose heartbeats arrive in time.",
-            len(c.liveness.alive(time.monotonic())),
+            len(facts.alive()),
         )
         outcomes = CounterMetricFamily(
             "sluicegate_savepoints",
             "Savepoint requests of this process that ended, by outcome (completed, failed).",
             labels=["pipeline", "outcome"],
         )
-        for outcome, count in c.savepoints.outcomes.items():
+        for outcome, count in facts.savepoint_outcomes.items():
             outcomes.add_metric([pipeline, outcome], count)
         yield outcomes
-        if (last := c.savepoints.last_written) is not None:
+        if (last := facts.last_savepoint) is not None:
             yield gauge(
                 "sluicegate_savepoint_last_seconds",
                 "Seconds from request to written of the latest savepoint.",

@@ -49,6 +49,7 @@ from sluicegate.coordinator.checkpoints.tracker import (
     CheckpointTracker,
     CommitManifest,
 )
+from sluicegate.coordinator.facts import CheckpointFacts, CoordinatorFacts, StopFacts, WorkerFacts
 from sluicegate.coordinator.fencing import Fence, placed_elsewhere, take_epoch
 from sluicegate.coordinator.housekeeping import Housekeeping
 from sluicegate.coordinator.incidents import Failure, RecentAbort
@@ -171,6 +172,48 @@ class Coordinator:
         """
         return max(self.attempt - 1, 0)
 
+    def facts(self, now: float | None = None) -> CoordinatorFacts:
+        """What this coordinator knows now, as one frozen copy for its readers
+        (`coordinator.facts`); ``now``: monotonic seconds, for which workers are alive."""
+        now = time.monotonic() if now is None else now
+        stats, tracker, stop = self.stats, self._running_tracker, self.stopping
+        in_flight = tracker.in_flight if tracker is not None else None
+        alive = set(self.liveness.alive(now))
+        workers = tuple(
+            WorkerFacts(w, w in alive, entry.last_seen, entry.info)
+            for w in sorted(alive | set(self.liveness.dead(now)))
+            if (entry := self.liveness.get(w)) is not None
+        )
+        return CoordinatorFacts(
+            pipeline=self.graph.name,
+            state=self.job.state,
+            attempt=self.attempt,
+            restarts=self.restarts,
+            assign=self.assign,
+            failure=self.failure,
+            restore_fallbacks=self.restore_fallbacks,
+            fenced_by=self.fence.fenced_by if self.fence is not None else None,
+            waiting_for=self.placement.waiting_for,
+            stop=None if stop is None else StopFacts(stop.phase.value, stop.completed, stop.note),
+            workers=workers,
+            checkpoints=CheckpointFacts(
+                completed=stats.completed,
+                aborted=dict(stats.aborted),
+                duration=stats.duration.copy(),
+                phases={phase: counts.copy() for phase, counts in stats.phases.items()},
+                last_completed_id=stats.last_completed_id,
+                last_completed_at=stats.last_completed_at,
+                last_full_bytes=stats.last_full_bytes,
+                last_incremental_bytes=stats.last_incremental_bytes,
+                in_flight=in_flight,
+                in_flight_triggered_at=None if in_flight is None else stats.triggered_at(in_flight),
+                recent_aborts=tuple(self.aborts),
+                interval_seconds=self.settings.interval_seconds,
+            ),
+            savepoint_outcomes=dict(self.savepoints.outcomes),
+            last_savepoint=self.savepoints.last_written,
+        )
+
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
         await ensure_topics(self._bootstrap, self.graph)
@@ -198,11 +241,11 @@ class Coordinator:
         self._refuse_if_fenced()
         if self.tracker is None or self.assign is None:
             return None
-        inject = self.tracker.trigger(time.monotonic(), forced=True)
-        if inject is None:
+        trigger = self.tracker.trigger(time.monotonic(), forced=True)
+        if trigger is None:
             return None
-        await self._inject(inject.checkpoint_id, inject.attempt, full=full)
-        return inject.checkpoint_id
+        await self._send_trigger(trigger.checkpoint_id, trigger.attempt, full=full)
+        return trigger.checkpoint_id
 
     def request_stop(self, *, final_checkpoint: bool = True) -> None:
         """Stop the job gracefully (step 4 of the module docstring), with a final checkpoint
@@ -273,11 +316,11 @@ class Coordinator:
         if self.tracker is None or self.assign is None:
             return
         waiting = self.savepoints.wants_checkpoint()
-        if waiting is not None and (inject := self.tracker.trigger(now, forced=True)):
-            waiting.triggered(inject.checkpoint_id)
-            await self._inject(inject.checkpoint_id, inject.attempt)
-        if self._periodic_due(now) and (inject := self.tracker.trigger(now)):
-            await self._inject(inject.checkpoint_id, inject.attempt)
+        if waiting is not None and (trigger := self.tracker.trigger(now, forced=True)):
+            waiting.triggered(trigger.checkpoint_id)
+            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
+        if self._periodic_due(now) and (trigger := self.tracker.trigger(now)):
+            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
         if (abort := self.tracker.on_tick(now)) is not None:
             await self._abort(abort)
 
@@ -448,10 +491,10 @@ class Coordinator:
         in_flight = tracker is not None and tracker.in_flight is not None
         match stop.on_tick(now, checkpoint_in_flight=in_flight, running=running):
             case TriggerFinal():
-                inject = tracker.trigger(now, forced=True) if tracker is not None else None
-                if inject is not None:
-                    stop.final_triggered(inject.checkpoint_id)
-                    await self._inject(inject.checkpoint_id, inject.attempt)
+                trigger = tracker.trigger(now, forced=True) if tracker is not None else None
+                if trigger is not None:
+                    stop.final_triggered(trigger.checkpoint_id)
+                    await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
             case SendStop():
                 await self._broadcast(StopSubtasks(self.attempt))
             case Finish(unconfirmed=unconfirmed):
@@ -574,7 +617,7 @@ class Coordinator:
         if not self.fenced:
             await self._link.send(message)
 
-    async def _inject(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
+    async def _send_trigger(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
         """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
         right after); 2. tell every source subtask to take its barrier where it reads now."""
         if self.job.state is JobState.RUNNING:

@@ -1,4 +1,5 @@
-"""The running `Coordinator` as its HTTP API sees it: an implementation of `CoordinatorView`."""
+"""The running `Coordinator` as its HTTP API sees it: an implementation of `CoordinatorView`,
+reading `Coordinator.facts` (and the manifests in storage), never the coordinator's own parts."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import contextlib
 import time
 
+from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.view import (
     CheckpointInfo,
     CheckpointRefusedError,
@@ -28,73 +30,48 @@ class CoordinatorStatus:
         self._c = coordinator
 
     def status(self) -> JobStatus:
-        c = self._c
-        last = c.stats.last_completed_id
-        done_at = c.stats.last_completed_at
+        facts = self._c.facts()
+        done_at = facts.checkpoints.last_completed_at
         lag = max(time.time() - done_at, 0.0) if done_at is not None else None
+        stop = facts.stop
         return JobStatus(
-            pipeline=c.graph.name,
-            state=c.job.state.value,
-            attempt=c.attempt,
-            last_completed_checkpoint=last,
+            pipeline=facts.pipeline,
+            state=facts.state.value,
+            attempt=facts.attempt,
+            last_completed_checkpoint=facts.checkpoints.last_completed_id,
             checkpoint_lag_seconds=lag,
-            restarts=c.restarts,
-            waiting_for=c.placement.waiting_for,
-            fenced_by=c.fence.fenced_by if c.fence is not None else None,
+            restarts=facts.restarts,
+            waiting_for=facts.waiting_for,
+            fenced_by=facts.fenced_by,
             stop=None
-            if c.stopping is None
-            else StopInfo(
-                phase=c.stopping.phase.value,
-                final_checkpoint=c.stopping.completed,
-                note=c.stopping.note,
-            ),
-            counts=self._counts(),
+            if stop is None
+            else StopInfo(phase=stop.phase, final_checkpoint=stop.final_checkpoint, note=stop.note),
+            counts=_counts(facts),
         )
-
-    def _counts(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Every live worker's last reported counts of the current attempt, summed per uid."""
-        reported = (
-            (SubtaskId.parse(subtask).uid, group, name, n)
-            for beat in self._c.liveness.alive_infos(time.monotonic()).values()
-            if beat.attempt == self._c.attempt
-            for subtask, groups in beat.counts.items()
-            for group, counts in groups.items()
-            for name, n in counts.items()
-        )
-        summed: dict[str, dict[str, dict[str, int]]] = {}
-        for uid, group, name, n in reported:
-            total = summed.setdefault(uid, {}).setdefault(group, {})
-            total[name] = total.get(name, 0) + n
-        return summed
 
     def workers(self) -> list[WorkerInfo]:
         now = time.monotonic()
-        alive = set(self._c.liveness.alive(now))
-        infos = []
-        for worker in sorted(alive | set(self._c.liveness.dead(now))):
-            entry = self._c.liveness.get(worker)
-            if entry is None:
-                continue
-            infos.append(
-                WorkerInfo(
-                    worker_id=worker,
-                    slots=entry.info.slots,
-                    subtasks=list(entry.info.subtasks),
-                    seconds_since_heartbeat=max(now - entry.last_seen, 0.0),
-                    alive=worker in alive,
-                )
+        return [
+            WorkerInfo(
+                worker_id=w.worker_id,
+                slots=w.heartbeat.slots,
+                subtasks=list(w.heartbeat.subtasks),
+                seconds_since_heartbeat=max(now - w.last_seen, 0.0),
+                alive=w.alive,
             )
-        return infos
+            for w in self._c.facts(now).workers
+        ]
 
     def subtasks(self) -> list[SubtaskInfo]:
-        assign = self._c.assign
+        facts = self._c.facts()
+        assign = facts.assign
         owner = {
             subtask: worker
             for worker, subtasks in (assign.assignment.items() if assign else [])
             for subtask in subtasks
         }
         return [
-            SubtaskInfo(subtask=str(s), worker_id=owner.get(str(s)), attempt=self._c.attempt)
+            SubtaskInfo(subtask=str(s), worker_id=owner.get(str(s)), attempt=facts.attempt)
             for s in self._c.graph.subtasks()
         ]
 
@@ -116,15 +93,15 @@ class CoordinatorStatus:
                     async_seconds=max((s.async_seconds for s in snapshots), default=0),
                 )
             )
-        for abort in self._c.aborts:
+        facts = self._c.facts()
+        for abort in facts.checkpoints.recent_aborts:
             infos.append(
                 _empty(abort.checkpoint_id, abort.attempt, CheckpointStatus.ABORTED, abort.reason)
             )
-        tracker = self._c.tracker
-        if tracker is not None and tracker.in_flight is not None:
-            in_flight = _empty(tracker.in_flight, tracker.attempt, CheckpointStatus.IN_PROGRESS)
-            triggered_at = self._c.stats.triggered_at(tracker.in_flight)
-            infos.append(in_flight.model_copy(update={"triggered_at": triggered_at}))
+        if (in_flight := facts.checkpoints.in_flight) is not None:
+            pending = _empty(in_flight, facts.attempt, CheckpointStatus.IN_PROGRESS)
+            triggered_at = facts.checkpoints.in_flight_triggered_at
+            infos.append(pending.model_copy(update={"triggered_at": triggered_at}))
         return infos  # the API orders them, newest first
 
     async def trigger_checkpoint(self) -> int:
@@ -163,3 +140,20 @@ def _empty(
         async_seconds=0,
         reason=reason,
     )
+
+
+def _counts(facts: CoordinatorFacts) -> dict[str, dict[str, dict[str, int]]]:
+    """Every live worker's last reported counts of the current attempt, summed per uid."""
+    reported = (
+        (SubtaskId.parse(subtask).uid, group, name, n)
+        for worker in facts.alive()
+        if worker.heartbeat.attempt == facts.attempt
+        for subtask, groups in worker.heartbeat.counts.items()
+        for group, counts in groups.items()
+        for name, n in counts.items()
+    )
+    summed: dict[str, dict[str, dict[str, int]]] = {}
+    for uid, group, name, n in reported:
+        total = summed.setdefault(uid, {}).setdefault(group, {})
+        total[name] = total.get(name, 0) + n
+    return summed

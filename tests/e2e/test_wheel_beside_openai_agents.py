@@ -60,7 +60,7 @@ def test_the_wheel_lives_beside_openai_agents_and_its_demo_runs(tmp_path: Path) 
     assert theirs.is_relative_to(site)
     assert theirs.parent.name == "agents"
     assert ours.is_relative_to(site)
-    assert ours.parts[-3:] == ("sluicegate", "agents", "run.py")
+    assert ours.parts[-4:] == ("sluicegate", "agents", "runs", "machine.py")
     assert modules == "agents.agent sluicegate.agents.declaration"
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICEGATE_KAFKA_BOOTSTRAP")}

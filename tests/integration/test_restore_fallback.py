@@ -108,9 +108,10 @@ async def test_a_missing_checkpoint_file_falls_back_to_the_previous_checkpoint(
         await assert_final_counts_at_least_once(
             kafka_bootstrap, f"counts-{tag}", expected, deadline=time.monotonic() + 120
         )
-        assert coordinator.assign is not None
-        assert coordinator.assign.restore_from is not None
-        assert coordinator.assign.restore_from < newest.checkpoint_id
+        assign = coordinator.facts().assign
+        assert assign is not None
+        assert assign.restore_from is not None
+        assert assign.restore_from < newest.checkpoint_id
     finally:
         for task in tasks:
             task.cancel()

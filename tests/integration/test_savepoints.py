@@ -77,7 +77,8 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
         code = await asyncio.to_thread(args.run, args)
         assert code == 0, capsys.readouterr().err
         await asyncio.wait_for(job.task, 10)  # the job stopped
-        final = job.coordinator.stopping.completed if job.coordinator.stopping else None
+        stop = job.coordinator.facts().stop
+        final = stop.final_checkpoint if stop else None
     out = capsys.readouterr().out
     assert "savepoint before-3: writing" in out or "savepoint before-3: waiting" in out
     assert "written" in out
@@ -89,7 +90,9 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
     graph3 = word_count(tag, counters=3)
     async with running(graph3, storage, kafka_bootstrap, tmp_path / "w3", settings,
                        from_savepoint="before-3") as job:  # fmt: skip
-        assign = await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        assign = await wait_for(
+            lambda: job.coordinator.facts().assign, timeout_s=30, what="assignment"
+        )
         assert assign.restore_from is not None
         assert final is not None
         assert assign.restore_from > final
@@ -112,7 +115,7 @@ async def test_stop_with_savepoint_then_restore_at_3_then_at_1(
                        from_savepoint="before-1") as job:  # fmt: skip
         await produce(600)
         await everything_counted_once()
-        assert job.coordinator.assign is not None
+        assert job.coordinator.facts().assign is not None
 
 
 async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
@@ -125,7 +128,7 @@ async def test_a_savepoint_of_a_running_job_is_listed_and_deleted_over_the_api(
     async with running(graph, storage, kafka_bootstrap, tmp_path / "w") as job:
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines(random.Random(1), 300))
         client = CoordinatorClient(job.url)
-        await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        await wait_for(lambda: job.coordinator.facts().assign, timeout_s=30, what="assignment")
         assert await read_committed(
             kafka_bootstrap, f"counts-{tag}", 1, 60
         )  # the counters have rows
@@ -186,7 +189,8 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
         await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
         job.coordinator.request_stop()
         await asyncio.wait_for(job.task, 30)
-        final = job.coordinator.stopping.completed if job.coordinator.stopping else None
+        stop = job.coordinator.facts().stop
+        final = stop.final_checkpoint if stop else None
     assert final is not None
 
     # no savepoint: the newest checkpoint itself is re-split for 3 counters
@@ -194,7 +198,9 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
     await produce_lines(kafka_bootstrap, f"lines-{tag}", more)
     async with running(word_count(tag, counters=3), storage, kafka_bootstrap,
                        tmp_path / "b") as job:  # fmt: skip
-        assign = await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        assign = await wait_for(
+            lambda: job.coordinator.facts().assign, timeout_s=30, what="assignment"
+        )
         assert assign.restore_from is not None
         assert assign.restore_from > final
         expected = Counter(w for line in produced + more for w in line.split())
@@ -204,10 +210,11 @@ async def test_a_checkpoint_restores_at_another_parallelism_and_a_missing_savepo
     async with running(word_count(tag), storage, kafka_bootstrap, tmp_path / "c",
                        from_savepoint="no-such-savepoint") as job:  # fmt: skip
         await asyncio.wait_for(job.task, 30)
-        assert job.coordinator.job.state.value == "failed"
-        assert job.coordinator.failure is not None
-        assert "no savepoint named 'no-such-savepoint'" in job.coordinator.failure.reason
-        assert "savepoint list" in job.coordinator.failure.reason
+        assert job.coordinator.facts().state.value == "failed"
+        failure = job.coordinator.facts().failure
+        assert failure is not None
+        assert "no savepoint named 'no-such-savepoint'" in failure.reason
+        assert "savepoint list" in failure.reason
 
 
 @CHANGELOG
@@ -225,7 +232,9 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     async with running(graph, storage, kafka_bootstrap, tmp_path / "a", settings,
                        full_checkpoint_every=2) as job:  # fmt: skip
         await read_committed(kafka_bootstrap, f"counts-{tag}", sum(expected.values()), 60)
-        await wait_for(lambda: job.coordinator.stats.completed >= 4, timeout_s=30, what="4 done")
+        await wait_for(
+            lambda: job.coordinator.facts().checkpoints.completed >= 4, timeout_s=30, what="4 done"
+        )
         job.coordinator.request_stop()
         await asyncio.wait_for(job.task, 30)
     manifests = ManifestStore(storage)
@@ -241,8 +250,8 @@ async def test_every_second_checkpoint_is_full_and_restores_with_shared_files_go
     async with running(graph, storage, kafka_bootstrap, tmp_path / "b", settings) as job:
         assign = await wait_for(
             lambda: (
-                job.coordinator.assign
-                if job.coordinator.assign and job.coordinator.assign.restore_from == newest_full
+                assign
+                if (assign := job.coordinator.facts().assign) and assign.restore_from == newest_full
                 else None
             ),
             timeout_s=60,

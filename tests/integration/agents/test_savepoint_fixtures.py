@@ -116,7 +116,9 @@ async def test_an_older_runstate_savepoint_restores_at_parallelism_3_and_its_run
     storage = open_storage(tmp_path / "storage")
     async with running(graph, storage, kafka_bootstrap, tmp_path / "w",
                        from_savepoint=name) as job:  # fmt: skip
-        assign = await wait_for(lambda: job.coordinator.assign, timeout_s=30, what="assignment")
+        assign = await wait_for(
+            lambda: job.coordinator.facts().assign, timeout_s=30, what="assignment"
+        )
         assert assign.restore_from is not None
         restored = await ManifestStore(storage).load(assign.restore_from)
         current = graph.operators["refund-desk"].state_versions.current

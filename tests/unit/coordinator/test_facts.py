@@ -1,0 +1,80 @@
+"""`Coordinator.facts`: one frozen copy of what the coordinator knows, for its readers."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+
+import pytest
+
+from sluicegate.coordinator.facts import CoordinatorFacts
+from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.settings import CoordinatorSettings
+from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import word_count
+from tests.unit.coordinator.test_checkpoint_stats import manifest
+
+
+@pytest.fixture
+def coordinator() -> Coordinator:
+    return Coordinator(
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
+        storage=open_storage("memory://"),
+        settings=CoordinatorSettings(interval_seconds=2.5, heartbeat_timeout_seconds=5),
+    )
+
+
+def test_a_fresh_coordinator_knows_nothing_yet(coordinator: Coordinator) -> None:
+    facts = coordinator.facts()
+    assert facts.pipeline == coordinator.graph.name
+    assert (facts.state, facts.attempt, facts.restarts) == (JobState.CREATED, 0, 0)
+    assert facts.assign is None
+    assert facts.stop is None
+    assert not facts.fenced
+    assert facts.workers == ()
+    assert facts.checkpoints.completed == 0
+    assert facts.checkpoints.in_flight is None
+    assert facts.checkpoints.interval_seconds == 2.5
+    assert facts.savepoint_outcomes == {"completed": 0, "failed": 0}
+
+
+def test_the_facts_are_a_copy_that_later_changes_leave_alone(coordinator: Coordinator) -> None:
+    now = time.monotonic()
+    coordinator.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i", 2, 0, ()))
+    coordinator.stats.on_triggered(4, now=50.0)
+    coordinator.stats.on_completed(manifest(4, completed_at=1e9), now=50.4)
+    before = coordinator.facts(now)
+
+    coordinator.stats.on_triggered(5, now=60.0)
+    coordinator.stats.on_completed(manifest(5, completed_at=2e9), now=61.0)
+    coordinator.liveness.on_heartbeat("w2", now, Heartbeat("w2", "i", 2, 0, ()))
+    coordinator.attempt = 3
+
+    assert before.checkpoints.completed == 1
+    assert before.checkpoints.last_completed_id == 4
+    assert before.checkpoints.duration.count == 1
+    assert [w.worker_id for w in before.workers] == ["w1"]
+    assert before.attempt == 0
+    after = coordinator.facts(now)
+    assert (after.checkpoints.completed, after.checkpoints.duration.count) == (2, 2)
+    assert [w.worker_id for w in after.alive()] == ["w1", "w2"]
+    assert after.restarts == 2
+
+
+def test_a_worker_past_its_heartbeat_timeout_is_known_but_not_alive(
+    coordinator: Coordinator,
+) -> None:
+    coordinator.liveness.on_heartbeat("w1", 100.0, Heartbeat("w1", "i", 2, 0, ()))
+    facts = coordinator.facts(now=106.0)
+    assert [(w.worker_id, w.alive, w.last_seen) for w in facts.workers] == [("w1", False, 100.0)]
+    assert facts.alive() == ()
+
+
+def test_facts_cannot_be_changed(coordinator: Coordinator) -> None:
+    facts: CoordinatorFacts = coordinator.facts()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        facts.attempt = 5  # type: ignore[misc]
