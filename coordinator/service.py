@@ -57,6 +57,7 @@ from sluicegate.coordinator.job_state import JobEvent, JobState, JobStateMachine
 from sluicegate.coordinator.liveness import LivenessTracker
 from sluicegate.coordinator.numbering import mark_triggered, next_checkpoint_id
 from sluicegate.coordinator.placement import Placement
+from sluicegate.coordinator.recovery import Recovery
 from sluicegate.coordinator.restart import GiveUp
 from sluicegate.coordinator.restore_choice import CannotRestore
 from sluicegate.coordinator.savepoints.driver import SavepointDriver
@@ -131,8 +132,8 @@ class Coordinator:
         self._link = link or KafkaCoordinatorLink(bootstrap, graph.name)
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
-        self._restart = self.settings.restart_policy
-        self._recover_at: float | None = None
+        self._recovery = Recovery(self.settings.restart_policy)
+        """The recovering phase: when the next attempt starts (`coordinator.recovery`)."""
         self._offsets: SourceOffsets | None = None
         self._housekeeping = Housekeeping(
             storage,
@@ -261,7 +262,7 @@ class Coordinator:
             running_attempt=tracker is not None,
             timeout_seconds=self.settings.stop_timeout_seconds,
         )
-        self._recover_at = None
+        self._recovery.cancel()
         self.job.apply(JobEvent.STOP_REQUESTED)
         logger.info(
             "pipeline %s: stopping (%s)", self.graph.name,
@@ -286,13 +287,10 @@ class Coordinator:
     # -- decisions ------------------------------------------------------------------------
 
     async def _tick(self, now: float) -> None:
+        """One pass of the loop: the phase the job is in decides what happens now."""
         if self.job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
-        if (
-            self.fence is not None
-            and self.fence.due(now)
-            and await self.fence.check(self.storage, now)
-        ):
+        if await self._newly_fenced(now):
             return
         if self.placement.adopting:
             if self.stopping is None:
@@ -300,20 +298,32 @@ class Coordinator:
                 return
             self.placement.give_up_adoption()  # a stop before the decision: a new attempt's way
             await self._new_attempt()
+        await self._forget_dead_workers(now)
+        if self.stopping is not None:
+            await self._drive_stop(self.stopping, now)
+        elif self._recovery.due(now):
+            await self._new_attempt()
+            await self._try_assign(now)
+        elif self.assign is None:
+            if not self._recovery.pending:
+                await self._try_assign(now)
+        else:
+            await self._drive_checkpoints(now)
+
+    async def _newly_fenced(self, now: float) -> bool:
+        fence = self.fence
+        return fence is not None and fence.due(now) and await fence.check(self.storage, now)
+
+    async def _forget_dead_workers(self, now: float) -> None:
         for worker in self.liveness.dead(now):
             self.liveness.forget(worker)
             if self._assigned(worker):
                 await self._fail(f"worker {worker} missed its heartbeats", now)
-        if self.stopping is not None:
-            await self._drive_stop(self.stopping, now)
-            return
-        if self._recover_at is not None and now >= self._recover_at:
-            self._recover_at = None
-            await self._new_attempt()
-        if self.assign is None and self._recover_at is None:
-            await self._try_assign(now)
-            return
-        if self.tracker is None or self.assign is None:
+
+    async def _drive_checkpoints(self, now: float) -> None:
+        """The running phase: trigger what is due (a savepoint's checkpoint first, then the
+        periodic one), and abort a checkpoint that timed out."""
+        if self.tracker is None:
             return
         waiting = self.savepoints.wants_checkpoint()
         if waiting is not None and (trigger := self.tracker.trigger(now, forced=True)):
@@ -441,7 +451,7 @@ class Coordinator:
         )  # fmt: skip
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
-        self._recover_at = now
+        self._recovery.rebalance(now)
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
@@ -460,7 +470,7 @@ class Coordinator:
         self.savepoints.on_aborted(abort.checkpoint_id, abort.reason)
 
     async def _fail(self, reason: str, now: float, subtask: str | None = None) -> None:
-        if self._recover_at is not None or self.job.is_terminal:
+        if self._recovery.pending or self.job.is_terminal:
             return
         self.failure = Failure(reason, subtask)
         if self.stopping is not None:
@@ -474,12 +484,9 @@ class Coordinator:
         self.savepoints.on_recovery()
         self.job.apply(JobEvent.FAILURE_DETECTED)
         self.assign = None
-        decision = self._restart.on_failure(now)
-        if isinstance(decision, GiveUp):
+        if isinstance(decision := self._recovery.on_failure(now), GiveUp):
             logger.error("pipeline %s failed: %s", self.graph.name, decision.reason)
             self.job.apply(JobEvent.RESTARTS_EXHAUSTED)
-            return
-        self._recover_at = now + decision.delay_seconds
 
     async def _drive_stop(self, stop: StopSequence, now: float) -> None:
         """Do what the stop sequence asks for now; `coordinator.stopping` has its phases."""
@@ -546,7 +553,7 @@ class Coordinator:
         self.tracker = await self._tracker_for(decision.attempt)
         self._take_up(decision.assignment, await self.manifests.latest())
         self.job.apply(JobEvent.WORKERS_READY)
-        self._restart.on_running(now)
+        self._recovery.on_running(now)
         logger.info(
             "pipeline %s: adopted the running attempt %s (no restart): %s",
             self.graph.name, decision.attempt, decision.assignment,
@@ -603,7 +610,7 @@ class Coordinator:
         self.job.apply(
             JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )
-        self._restart.on_running(now)
+        self._recovery.on_running(now)
         self.placement.placed(alive)
         await self._broadcast(assign)
         logger.info(

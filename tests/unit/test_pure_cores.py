@@ -29,6 +29,7 @@ CORES = (
     "sluicegate.coordinator.job_state",
     "sluicegate.coordinator.liveness",
     "sluicegate.coordinator.restart",
+    "sluicegate.coordinator.recovery",
     "sluicegate.agents.runs.machine",
     "sluicegate.agents.history.replay",
     "sluicegate.agents.fork.patch",
