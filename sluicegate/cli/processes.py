@@ -253,7 +253,7 @@ def _coordinator(args: argparse.Namespace) -> int:
         if metrics is not None:
             metrics.stop()
     # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
-    return 0 if service.job.state is JobState.STOPPED else 1
+    return 0 if service.facts().state is JobState.STOPPED else 1
 
 
 def _api_tokens(settings: CoordinatorSettings) -> ApiTokens | None:
