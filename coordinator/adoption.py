@@ -32,6 +32,8 @@ __all__ = ["Adopt", "Restart", "Wait", "decide_adoption"]
 class Adopt:
     attempt: int
     assignment: dict[str, tuple[str, ...]]
+    restore_from: int | None = None
+    """The checkpoint the adopted attempt restored from (as its stored plan says)."""
 
 
 @dataclass(frozen=True, slots=True)

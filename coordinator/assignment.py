@@ -15,18 +15,23 @@ The plan depends only on its arguments, and planning again from a plan gives the
 a balanced assignment is never reshuffled. `unbalanced` tells the coordinator when the live
 workers call for another plan (a worker joined), which it performs as a recovery.
 The plan of attempt ``A`` is written to ``assignments/<A>.json`` before it is broadcast (older
-plans are then deleted), so a restarted coordinator plans its first attempt from the last one.
+plans are then deleted), with the checkpoint the attempt restores from, so a restarted
+coordinator plans its first attempt from the last one, or adopts it as it is (restore point
+included: retention pins the one the attempt really restored from). A plan written before the
+restore point was stored reads as restoring from none.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from sluicegate.operators.storage import NotFoundError, Storage
 
 __all__ = [
     "ASSIGNMENTS",
+    "StoredPlan",
     "load_assignment",
     "load_plan",
     "plan_assignment",
@@ -93,19 +98,35 @@ def _placement(assignment: Assignment) -> dict[str, frozenset[str]]:
     return {w: frozenset(subs) for w, subs in assignment.items() if subs}
 
 
-async def save_assignment(storage: Storage, attempt: int, assignment: Assignment) -> None:
-    """Write the plan of ``attempt`` (before it is broadcast), then delete the plans of older
-    attempts: only the newest is ever read, and every recovery writes one."""
-    body = {"schema_version": _SCHEMA_VERSION, "attempt": attempt, "assignment": assignment}
+class StoredPlan(NamedTuple):
+    """The newest stored plan: its attempt, worker -> subtasks, and the checkpoint it restores."""
+
+    attempt: int
+    assignment: Assignment
+    restore_from: int | None
+
+
+async def save_assignment(
+    storage: Storage, attempt: int, assignment: Assignment, restore_from: int | None = None
+) -> None:
+    """Write the plan of ``attempt``, restoring ``restore_from`` (before it is broadcast), then
+    delete the plans of older attempts: only the newest is ever read, and every recovery
+    writes one."""
+    body = {
+        "schema_version": _SCHEMA_VERSION,
+        "attempt": attempt,
+        "assignment": assignment,
+        "restore_from": restore_from,
+    }
     await storage.put(_path(attempt), json.dumps(body, sort_keys=True).encode())
     for older in await _stored_attempts(storage):
         if older < attempt:
             await storage.delete(_path(older))
 
 
-async def load_plan(storage: Storage) -> tuple[int, Assignment] | None:
-    """The newest stored plan: its attempt and worker -> subtasks; None if none (or
-    unreadable, or written by a newer coordinator: plan afresh rather than misread it)."""
+async def load_plan(storage: Storage) -> StoredPlan | None:
+    """The newest stored plan; None if none (or unreadable, or written by a newer
+    coordinator: plan afresh rather than misread it)."""
     attempts = await _stored_attempts(storage)
     if not attempts:
         return None
@@ -116,7 +137,8 @@ async def load_plan(storage: Storage) -> tuple[int, Assignment] | None:
     if not isinstance(body, dict) or body.get("schema_version") != _SCHEMA_VERSION:
         return None
     plan = {str(w): tuple(str(s) for s in subs) for w, subs in body["assignment"].items()}
-    return int(body["attempt"]), plan
+    restore_from = body.get("restore_from")
+    return StoredPlan(int(body["attempt"]), plan, int(restore_from) if restore_from else None)
 
 
 async def load_assignment(storage: Storage) -> dict[str, str]:
@@ -124,7 +146,7 @@ async def load_assignment(storage: Storage) -> dict[str, str]:
     loaded = await load_plan(storage)
     if loaded is None:
         return {}
-    return {s: worker for worker, subs in loaded[1].items() for s in subs}
+    return {s: worker for worker, subs in loaded.assignment.items() for s in subs}
 
 
 def _path(attempt: int) -> str:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sluicegate.coordinator.adoption import Adopt, Restart, Wait, decide_adoption
 from sluicegate.coordinator.assignment import (
     Assignment,
+    StoredPlan,
     load_assignment,
     load_plan,
     plan_assignment,
@@ -74,7 +75,7 @@ class Placement:
         """subtask -> worker in the last attempt (None: this coordinator has placed nothing)."""
         self.retiring: RetireGate | None = None
         """Phase one of a new attempt, until it is assigned."""
-        self._adoption: tuple[int, Assignment, float] | None = None
+        self._adoption: tuple[StoredPlan, float] | None = None
         """While deciding whether to adopt: the plan's attempt, the plan, and the deadline."""
         self._offered: dict[str, int] | None = None
         """The too few slots last logged for the attempt being placed."""
@@ -91,8 +92,7 @@ class Placement:
             adopt = await already_restored(self.storage, name)  # else the savepoint's state
         loaded = await load_plan(self.storage) if adopt else None
         if loaded is not None:
-            attempt, plan = loaded
-            self._adoption = (attempt, plan, now + self.settings.adopt_seconds)
+            self._adoption = (loaded, now + self.settings.adopt_seconds)
         return loaded is not None
 
     def give_up_adoption(self) -> None:
@@ -104,8 +104,9 @@ class Placement:
         a new attempt: the plan's workers do not all run it, or the adoption window passed),
         or None to wait."""
         assert self._adoption is not None
-        attempt, plan, deadline = self._adoption
-        decision = decide_adoption(attempt, plan, alive)
+        stored, deadline = self._adoption
+        attempt = stored.attempt
+        decision = decide_adoption(attempt, stored.assignment, alive)
         if isinstance(decision, Wait):
             if now < deadline:
                 return None
@@ -113,6 +114,7 @@ class Placement:
         self._adoption = None
         if isinstance(decision, Adopt):
             self.previous = {s: w for w, subs in decision.assignment.items() for s in subs}
+            decision = replace(decision, restore_from=stored.restore_from)
         else:
             logger.info(
                 "pipeline %s: not adopting attempt %s: %s",
@@ -155,7 +157,7 @@ class Placement:
     def waiting_for(self) -> str | None:
         """What placing the attempt waits for now, in words (None: nothing is being placed)."""
         if self._adoption is not None:
-            return f"the heartbeats of attempt {self._adoption[0]}'s workers, to adopt it"
+            return f"the heartbeats of attempt {self._adoption[0].attempt}'s workers, to adopt it"
         if self.retiring is None:
             return None
         if self._offered is None:
@@ -187,7 +189,8 @@ class Placement:
         if self.previous is None:
             self.previous = await load_assignment(self.storage)
         assignment = plan_assignment(self.subtasks, slots, self.previous)
-        await save_assignment(self.storage, attempt, assignment)
+        restore_from = choice.manifest.checkpoint_id if choice.manifest else None
+        await save_assignment(self.storage, attempt, assignment, restore_from)
         self.previous = {s: w for w, subs in assignment.items() for s in subs}
         return Placed(assignment, choice.manifest, choice.rebuilt)
 

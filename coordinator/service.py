@@ -551,7 +551,7 @@ class Coordinator:
             return
         self.attempt = decision.attempt
         self.tracker = await self._tracker_for(decision.attempt)
-        self._take_up(decision.assignment, await self.manifests.latest())
+        self._take_up(decision.assignment, decision.restore_from)
         self.job.apply(JobEvent.WORKERS_READY)
         self._recovery.on_running(now)
         logger.info(
@@ -569,14 +569,12 @@ class Coordinator:
             timeout_seconds=self.settings.timeout_seconds,
         )
 
-    def _take_up(
-        self, assignment: dict[str, tuple[str, ...]], latest: CheckpointManifest | None
-    ) -> Assign:
-        """``assignment`` runs the current attempt, restored from ``latest``."""
+    def _take_up(self, assignment: dict[str, tuple[str, ...]], restore_from: int | None) -> Assign:
+        """``assignment`` runs the current attempt, restored from ``restore_from``."""
         assert self.tracker is not None
         self.assign = Assign(
             attempt=self.attempt,
-            restore_from=latest.checkpoint_id if latest else None,
+            restore_from=restore_from,
             next_checkpoint_id=self.tracker.next_checkpoint_id,
             assignment=assignment,
         )
@@ -606,7 +604,8 @@ class Coordinator:
             return
         if placed.rebuilt:  # a new checkpoint: its id is used now
             self.tracker = await self._tracker_for(self.attempt)
-        assign = self._take_up(placed.assignment, placed.manifest)
+        restored = placed.manifest.checkpoint_id if placed.manifest else None
+        assign = self._take_up(placed.assignment, restored)
         self.job.apply(
             JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )

@@ -15,6 +15,7 @@ from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, read_committed, word_count
 from tests.helpers import assert_counted_exactly_once, wait_for
 
@@ -49,6 +50,9 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:2000])
         await wait_for(lambda: first.stats.completed >= 2, timeout_s=60, what="2 checkpoints")
         attempt = first.attempt
+        first_assign = first.facts().assign
+        assert first_assign is not None
+        restored_from = first_assign.restore_from
         hosted = {w.worker_id: dict(w.subtasks) for w in workers}
         first_task.cancel()  # the coordinator dies; the workers do not
         await asyncio.gather(first_task, return_exceptions=True)
@@ -61,10 +65,21 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
 
         def restarted_checkpoints() -> bool:
             assert not second.done(), second  # the restarted coordinator must keep running
-            return restarted.stats.completed >= 2
+            return restarted.facts().checkpoints.completed >= 5
 
-        await wait_for(restarted_checkpoints, timeout_s=60, what="2 checkpoints after the restart")
-        assert restarted.attempt == attempt, "the restarted coordinator took a new attempt"
+        await wait_for(restarted_checkpoints, timeout_s=60, what="5 checkpoints after the restart")
+        facts = restarted.facts()
+        assert facts.attempt == attempt, "the restarted coordinator took a new attempt"
+        # Issue 28: the adopted attempt restores what the first one restored (its stored plan),
+        # not the newest checkpoint at adoption, so retention keeps what it keeps without one.
+        assert facts.assign is not None
+        assert facts.assign.restore_from == restored_from
+        manifests = ManifestStore(storage)
+
+        async def retention_keeps_its_count() -> bool:  # between two completions: exactly keep
+            return len(await manifests.retained()) == settings.keep_checkpoints
+
+        await wait_for(retention_keeps_its_count, timeout_s=30, what="3 checkpoints kept")
         assert [w.attempt for w in workers] == [attempt, attempt]
         for w in workers:  # the very same subtask objects: none was restarted
             assert all(w.subtasks[n] is s for n, s in hosted[w.worker_id].items())

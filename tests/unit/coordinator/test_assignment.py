@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from sluicegate.coordinator.assignment import (
+    StoredPlan,
     load_assignment,
+    load_plan,
     plan_assignment,
     save_assignment,
     unbalanced,
@@ -138,3 +140,16 @@ async def test_only_the_newest_plan_is_kept() -> None:
     for attempt in (1, 2, 5):
         await save_assignment(storage, attempt, {"w1": ("a#0",)})
     assert await storage.list("assignments") == ["assignments/5.json"]
+
+
+async def test_a_plan_keeps_the_checkpoint_its_attempt_restores() -> None:
+    storage = open_storage("memory://")
+    await save_assignment(storage, 3, {"w1": ("a#0",)}, restore_from=17)
+    assert await load_plan(storage) == StoredPlan(3, {"w1": ("a#0",)}, 17)
+
+
+async def test_a_plan_stored_before_restore_points_were_restores_none() -> None:
+    storage = open_storage("memory://")
+    legacy = b'{"assignment": {"w1": ["a#0"]}, "attempt": 2, "schema_version": 1}'
+    await storage.put("assignments/2.json", legacy)
+    assert await load_plan(storage) == StoredPlan(2, {"w1": ("a#0",)}, None)
