@@ -26,7 +26,6 @@ from prometheus_client import CollectorRegistry
 
 from sluicegate.coordinator.exceptions import JobFailedError
 from sluicegate.coordinator.job_state import JobState
-from sluicegate.coordinator.restart import RestartPolicy
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.graph import JobGraph
@@ -108,9 +107,9 @@ class LocalJob:
             self.graph,
             bootstrap=self._bootstrap,
             storage=self._storage,
-            # A fresh policy per start: it keeps state (a policy that gave up stays given up).
+            # No restart in one process: a failure fails the job (`start` again to recover).
             settings=self._settings.model_copy(
-                update={"restart_policy": RestartPolicy(max_restarts=0, window_seconds=1e9)}
+                update={"restart_max_failures": 0, "restart_window_seconds": 1e9}
             ),
             link=bus.coordinator_end(),
         )

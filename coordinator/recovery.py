@@ -35,6 +35,11 @@ class Recovery:
         self._at: float | None = None
 
     @property
+    def at(self) -> float | None:
+        """When the recovery that is due starts the next attempt (None: none is due)."""
+        return self._at
+
+    @property
     def pending(self) -> bool:
         """A recovery is due (now or later): the job has no running attempt to assign."""
         return self._at is not None

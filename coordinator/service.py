@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import UTC, datetime
 
 from sluicegate.coordinator.adoption import Restart
 from sluicegate.coordinator.assignment import unbalanced
@@ -132,7 +133,7 @@ class Coordinator:
         self._link = link or KafkaCoordinatorLink(bootstrap, graph.name)
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
-        self._recovery = Recovery(self.settings.restart_policy)
+        self._recovery = Recovery(self.settings.restart_policy())
         """The recovering phase: when the next attempt starts (`coordinator.recovery`)."""
         self._offsets: SourceOffsets | None = None
         self._housekeeping = Housekeeping(
@@ -194,7 +195,7 @@ class Coordinator:
             failure=self.failure,
             restore_fallbacks=self.restore_fallbacks,
             fenced_by=self.fence.fenced_by if self.fence is not None else None,
-            waiting_for=self.placement.waiting_for,
+            waiting_for=self.placement.waiting_for or _restart_wait(self._recovery.at, now),
             stop=None if stop is None else StopFacts(stop.phase.value, stop.completed, stop.note),
             workers=workers,
             checkpoints=CheckpointFacts(
@@ -643,3 +644,11 @@ class Coordinator:
                 await self._abort(abort)
             return
         await self._broadcast(TriggerCheckpoint(checkpoint_id, attempt))
+
+
+def _restart_wait(at: float | None, now: float) -> str | None:
+    """What a recovery waits for while its restart delay runs (None: it does not wait)."""
+    if at is None or at <= now:
+        return None
+    until = datetime.fromtimestamp(time.time() + at - now, UTC).strftime("%H:%M:%S UTC")
+    return f"the restart delay: the next attempt starts in {at - now:.1f} s, at {until}"

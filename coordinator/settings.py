@@ -50,11 +50,21 @@ class CoordinatorSettings(BaseModel):
     stop_timeout_seconds: float = 60.0
     """How long a graceful stop waits for subtasks to stop once told to (the final checkpoint
     before it is bounded by ``timeout_seconds``)."""
-    restart_policy: RestartPolicy = Field(
-        default_factory=lambda: RestartPolicy(initial_delay_seconds=0.5, max_delay_seconds=30),
-        json_schema_extra={"default": "0.5 s doubling to 30 s"},
-    )
-    """When a failed job restarts: exponential delays from 0.5 s up to 30 s."""
+    restart_delay_seconds: float = 0.5
+    """After a failure, how long the job waits before its next attempt (the first time; Flink's
+    ``restart-strategy.exponential-delay.initial-backoff``)."""
+    restart_delay_multiplier: float = 2.0
+    """Each further failure multiplies the delay by this (``backoff-multiplier``)."""
+    restart_max_delay_seconds: float = 30.0
+    """The delay grows up to this (``max-backoff``)."""
+    restart_reset_seconds: float = 120.0
+    """A job that runs this long without a failure is healthy again: its next failure waits
+    ``restart_delay_seconds`` (``reset-backoff-threshold``)."""
+    restart_max_failures: int | None = None
+    """With ``restart_window_seconds``: more failures than this within the window fail the job
+    instead of restarting it (Flink's failure-rate strategy); unset: restart forever."""
+    restart_window_seconds: float | None = None
+    """The window of ``restart_max_failures``."""
     adopt_seconds: float = 3.0
     """How long a starting coordinator waits for the workers of the newest plan to report the
     attempt they run, to adopt it (0: always take a new attempt)."""
@@ -99,6 +109,18 @@ class CoordinatorSettings(BaseModel):
     """Also serve ``/metrics``, without a token, on this port (0: any free port, logged);
     unset: ``/metrics`` only on the API's port."""
 
+    def restart_policy(self) -> RestartPolicy:
+        """The restart policy these settings describe; raises `ConfigError` saying which
+        setting is out of range."""
+        return RestartPolicy(
+            initial_delay_seconds=self.restart_delay_seconds,
+            multiplier=self.restart_delay_multiplier,
+            max_delay_seconds=self.restart_max_delay_seconds,
+            stable_seconds=self.restart_reset_seconds,
+            max_restarts=self.restart_max_failures,
+            window_seconds=self.restart_window_seconds,
+        )
+
     @classmethod
     def from_env(cls, **flags: Any) -> CoordinatorSettings:
         """The settings of `_CoordinatorEnv`'s variables, overridden by ``flags`` (a process's
@@ -120,3 +142,7 @@ class _CoordinatorEnv(BaseSettings):
     api_tokens_file: Path | None = None
     api_token: SecretStr | None = None
     api_token_file: Path | None = None
+    restart_delay_seconds: float | None = None
+    restart_delay_multiplier: float | None = None
+    restart_max_delay_seconds: float | None = None
+    restart_reset_seconds: float | None = None

@@ -76,6 +76,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="address of /metrics",
     )
     _add_restore(coordinator)
+    _add_restart_delays(coordinator)
     coordinator.set_defaults(run=_coordinator)
 
     worker = commands.add_parser("worker", help="run a worker hosting subtasks of a pipeline")
@@ -149,6 +150,23 @@ def flags_of(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]
 def _default(model: type[BaseModel], name: str) -> Any:
     """The default of a setting, for its flag: one default, the model's."""
     return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def _add_restart_delays(parser: argparse.ArgumentParser) -> None:
+    """The exponential restart delay (Flink's ``restart-strategy.exponential-delay``)."""
+    for flag, field, help_text in (
+        ("--restart-delay", "restart_delay_seconds", "seconds before the first restart"),
+        ("--restart-delay-multiplier", "restart_delay_multiplier", "each failure multiplies it"),
+        ("--restart-max-delay", "restart_max_delay_seconds", "the most a restart waits (s)"),
+        ("--restart-reset", "restart_reset_seconds", "seconds without failure that reset it"),
+    ):
+        parser.add_argument(
+            flag,
+            dest=field,
+            type=float,
+            default=_default(CoordinatorSettings, field),
+            help=help_text,
+        )
 
 
 def _add_interval(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
+from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
@@ -78,3 +79,24 @@ def test_facts_cannot_be_changed(coordinator: Coordinator) -> None:
     facts: CoordinatorFacts = coordinator.facts()
     with pytest.raises(dataclasses.FrozenInstanceError):
         facts.attempt = 5  # type: ignore[misc]
+
+
+def test_a_recovery_waiting_on_its_restart_delay_says_so_and_until_when() -> None:
+    coordinator = Coordinator(
+        word_count(uuid.uuid4().hex[:8]),
+        bootstrap="127.0.0.1:1",
+        storage=open_storage("memory://"),
+        settings=CoordinatorSettings(restart_delay_seconds=4.0),
+    )
+    now = time.monotonic()
+    coordinator._recovery.on_failure(now)
+    waiting = coordinator.facts(now).waiting_for
+    assert waiting is not None
+    assert waiting.startswith("the restart delay: the next attempt starts in 4.0 s, at ")
+    assert waiting.endswith(" UTC")
+    assert coordinator.facts(now + 4.0).waiting_for is None  # due: no longer waiting
+
+
+def test_restart_settings_out_of_range_are_refused_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match="multiplier"):
+        CoordinatorSettings(restart_delay_multiplier=0.5).restart_policy()
