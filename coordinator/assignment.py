@@ -138,7 +138,9 @@ async def load_plan(storage: Storage) -> StoredPlan | None:
         return None
     plan = {str(w): tuple(str(s) for s in subs) for w, subs in body["assignment"].items()}
     restore_from = body.get("restore_from")
-    return StoredPlan(int(body["attempt"]), plan, int(restore_from) if restore_from else None)
+    if not isinstance(restore_from, int) or isinstance(restore_from, bool):
+        restore_from = None  # absent (an older plan) or not an id: restores from none
+    return StoredPlan(int(body["attempt"]), plan, restore_from)
 
 
 async def load_assignment(storage: Storage) -> dict[str, str]:

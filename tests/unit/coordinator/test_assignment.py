@@ -153,3 +153,12 @@ async def test_a_plan_stored_before_restore_points_were_restores_none() -> None:
     legacy = b'{"assignment": {"w1": ["a#0"]}, "attempt": 2, "schema_version": 1}'
     await storage.put("assignments/2.json", legacy)
     assert await load_plan(storage) == StoredPlan(2, {"w1": ("a#0",)}, None)
+
+
+async def test_a_plan_whose_restore_point_is_not_an_id_restores_none() -> None:
+    storage = open_storage("memory://")
+    body = (
+        b'{"assignment": {"w1": ["a#0"]}, "attempt": 2, "restore_from": "7", "schema_version": 1}'
+    )
+    await storage.put("assignments/2.json", body)
+    assert await load_plan(storage) == StoredPlan(2, {"w1": ("a#0",)}, None)

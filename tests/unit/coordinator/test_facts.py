@@ -19,14 +19,18 @@ from sluicegate.testing import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 
 
-@pytest.fixture
-def coordinator() -> Coordinator:
+def new_coordinator(settings: CoordinatorSettings) -> Coordinator:
     return Coordinator(
         word_count(uuid.uuid4().hex[:8]),
         bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
         storage=open_storage("memory://"),
-        settings=CoordinatorSettings(interval_seconds=2.5, heartbeat_timeout_seconds=5),
+        settings=settings,
     )
+
+
+@pytest.fixture
+def coordinator() -> Coordinator:
+    return new_coordinator(CoordinatorSettings(interval_seconds=2.5, heartbeat_timeout_seconds=5))
 
 
 def test_a_fresh_coordinator_knows_nothing_yet(coordinator: Coordinator) -> None:
@@ -82,12 +86,7 @@ def test_facts_cannot_be_changed(coordinator: Coordinator) -> None:
 
 
 def test_a_recovery_waiting_on_its_restart_delay_says_so_and_until_when() -> None:
-    coordinator = Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=CoordinatorSettings(restart_delay_seconds=4.0),
-    )
+    coordinator = new_coordinator(CoordinatorSettings(restart_delay_seconds=4.0))
     now = time.monotonic()
     coordinator._recovery.on_failure(now)
     waiting = coordinator.facts(now).waiting_for
