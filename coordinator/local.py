@@ -33,6 +33,7 @@ from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.runtime.control import InMemoryBus
 from sluicegate.operators.runtime.subtask import Subtask, SubtaskSettings
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import Storage
 
 __all__ = ["LocalJob"]
@@ -115,12 +116,14 @@ class LocalJob:
         )
         self._worker = Worker(
             self.graph,
-            worker_id=_WORKER,
-            slots=len(self.graph.subtasks()),
+            WorkerSettings(
+                worker_id=_WORKER,
+                slots=len(self.graph.subtasks()),
+                state_dir=self._work_dir,
+                heartbeat_seconds=0.2,
+            ),
             bootstrap=self._bootstrap,
             storage=self._storage,
-            work_dir=self._work_dir,
-            heartbeat_seconds=0.2,
             subtask_settings=self._subtask_settings,
             registry=self._registry,
             link=bus.worker_end(),

@@ -21,6 +21,7 @@ from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.runtime.subtask import SubtaskSettings
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import Storage
 
 
@@ -42,8 +43,10 @@ async def running(
 ) -> AsyncIterator[Job]:
     """A worker, a coordinator and its HTTP API (with the savepoint routes) in this loop."""
     settings = CoordinatorSettings(interval_seconds=0.5, heartbeat_timeout_seconds=5, **options)  # type: ignore[arg-type]
-    worker = Worker(graph, worker_id="w1", slots=6, bootstrap=bootstrap, storage=storage,
-                    work_dir=work_dir, heartbeat_seconds=0.3,
+    worker_settings = WorkerSettings(
+        worker_id="w1", slots=6, state_dir=work_dir, heartbeat_seconds=0.3
+    )
+    worker = Worker(graph, worker_settings, bootstrap=bootstrap, storage=storage,
                     subtask_settings=subtask_settings)  # fmt: skip
     coordinator = Coordinator(graph, bootstrap=bootstrap, storage=storage, settings=settings)
     app = create_app(CoordinatorStatus(coordinator), CollectorRegistry())

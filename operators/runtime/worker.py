@@ -31,7 +31,6 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -55,7 +54,8 @@ from sluicegate.operators.runtime.control import InboxLink, WorkerLink
 from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
 from sluicegate.operators.runtime.kafka_control import KafkaWorkerLink
 from sluicegate.operators.runtime.subtask import Subtask, SubtaskSettings
-from sluicegate.operators.storage import NotFoundError, Storage
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
+from sluicegate.operators.storage import NotFoundError, Storage, open_storage
 from sluicegate.operators.storage.manifest import ManifestStore
 
 __all__ = ["Worker"]
@@ -80,30 +80,24 @@ class Worker:
     def __init__(
         self,
         graph: JobGraph,
+        settings: WorkerSettings,
         *,
-        worker_id: str,
-        slots: int,
         bootstrap: KafkaLike,
-        storage: Storage,
-        work_dir: Path,
-        heartbeat_seconds: float = 1.0,
-        retire_seconds: float = 10.0,
+        storage: Storage | None = None,
         subtask_settings: SubtaskSettings | None = None,
         registry: CollectorRegistry | None = None,
         link: WorkerLink | None = None,
     ) -> None:
-        """``registry``: where the subtasks report their metrics (default: the global one,
-        which ``sluicegate worker --metrics-port`` serves); ``link``: the control plane
-        (default: the pipeline's Kafka control topics); ``retire_seconds``: how long subtasks
-        replaced by a newer attempt may finish the calls they are running (an agent's effect in
-        flight) before they are cancelled."""
-        self.graph, self.worker_id, self.slots = graph, worker_id, slots
+        """``settings``: who it is, its slots, its folder, its heartbeat and retire times;
+        ``storage``: checkpoint storage (default: ``settings.storage_url`` opened);
+        ``subtask_settings``: the subtasks' tuning (default: ``settings.subtask``);
+        ``registry``: where the subtasks report their metrics (default: the global one, which
+        ``sluicegate worker --metrics-port`` serves); ``link``: the control plane (default: the
+        pipeline's Kafka control topics)."""
+        self.graph, self.settings = graph, settings
         self._bootstrap = bootstrap
-        self._storage = storage
-        self._work_dir = work_dir
-        self._heartbeat_seconds = heartbeat_seconds
-        self._retire_seconds = retire_seconds
-        self._settings = subtask_settings
+        self._storage = storage if storage is not None else open_storage(settings.storage_url)
+        self._subtask_settings = subtask_settings or settings.subtask
         self._registry = registry
         self.attempt = 0
         self._retired_to = 0
@@ -111,6 +105,11 @@ class Worker:
         self.incarnation = uuid.uuid4().hex
         self._hosted: dict[str, _Hosted] = {}
         self._link = link or KafkaWorkerLink(bootstrap, graph.name)
+
+    @property
+    def worker_id(self) -> str:
+        """Its unique name (``settings.worker_id``)."""
+        return self.settings.worker_id
 
     @property
     def subtasks(self) -> dict[str, Subtask]:
@@ -126,7 +125,7 @@ class Worker:
         async with self._link:
             heartbeat = asyncio.create_task(self._heartbeat())
             try:
-                logger.info("worker %s ready with %s slots", self.worker_id, self.slots)
+                logger.info("worker %s ready with %s slots", self.worker_id, self.settings.slots)
                 while True:
                     for message in await self._link.receive(0.1):
                         await self._on_command(message)
@@ -142,10 +141,15 @@ class Worker:
             counts = {n: c for n in running if (c := self._hosted[n].subtask.status_counts())}
             await self.send(
                 Heartbeat(
-                    self.worker_id, self.incarnation, self.slots, self.attempt, running, counts
+                    self.worker_id,
+                    self.incarnation,
+                    self.settings.slots,
+                    self.attempt,
+                    running,
+                    counts,
                 )
             )
-            await asyncio.sleep(self._heartbeat_seconds)
+            await asyncio.sleep(self.settings.heartbeat_seconds)
 
     async def _on_command(self, message: object) -> None:
         if isinstance(message, Assign):
@@ -206,10 +210,10 @@ class Worker:
                 bootstrap=self._bootstrap,
                 storage=self._storage,
                 control=link,
-                local_dir=self._work_dir / name,
+                local_dir=self.settings.work_dir / name,
                 restore=manifest.restore_point(name) if manifest else None,
                 next_checkpoint_id=assign.next_checkpoint_id,
-                settings=self._settings,
+                settings=self._subtask_settings,
                 registry=self._registry,
             )
             self._hosted[name] = _Hosted(
@@ -226,7 +230,8 @@ class Worker:
         running = [h for h in self._hosted.values() if not h.task.done()]
         if retire and running:
             await asyncio.gather(
-                *(h.subtask.retire(self._retire_seconds) for h in running), return_exceptions=True
+                *(h.subtask.retire(self.settings.retire_seconds) for h in running),
+                return_exceptions=True,
             )
         tasks = [hosted.task for hosted in self._hosted.values()]
         for task in tasks:

@@ -22,7 +22,7 @@ __all__ = ["WorkerSettings"]
 
 
 class WorkerSettings(BaseModel):
-    """What a worker process is configured with; the `Worker` it runs gets them as arguments."""
+    """What a worker process is configured with: ``Worker(graph, settings, bootstrap=...)``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -44,6 +44,9 @@ class WorkerSettings(BaseModel):
     metrics_port: int | None = None
     """Port of ``/metrics`` and ``/healthz`` (0: any free port, logged); unset: no metrics
     server."""
+    heartbeat_seconds: float = 1.0
+    """How often it sends the coordinator a heartbeat (keep it well under the coordinator's
+    ``heartbeat_timeout_seconds``)."""
     health_stale_seconds: float = 30.0
     """``/healthz`` answers 503 once the worker's event loop has not turned for this long."""
     state_changelog: bool = False

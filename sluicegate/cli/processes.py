@@ -342,22 +342,12 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.metrics_server import MetricsServer
     from sluicegate.operators.runtime.worker import Worker
-    from sluicegate.operators.storage import open_storage
 
     settings = WorkerSettings.from_env(**flags_of(WorkerSettings, args))
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
-    worker = Worker(
-        graph,
-        worker_id=settings.worker_id,
-        slots=settings.slots,
-        bootstrap=bootstrap,
-        storage=open_storage(settings.storage_url),
-        work_dir=settings.work_dir,
-        retire_seconds=settings.retire_seconds,
-        subtask_settings=settings.subtask,
-    )
+    worker = Worker(graph, settings, bootstrap=bootstrap)
     port, host = settings.metrics_port, settings.metrics_host
     health = LoopHealth(stale_after_seconds=settings.health_stale_seconds)
     metrics = None if port is None else MetricsServer.start(host, port, health=health)

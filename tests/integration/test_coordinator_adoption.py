@@ -14,6 +14,7 @@ from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, read_committed, word_count
@@ -32,12 +33,9 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
     workers = [
         Worker(
             graph,
-            worker_id=f"w{i}",
-            slots=2,
+            WorkerSettings(worker_id=f"w{i}", slots=2, state_dir=tmp_path, heartbeat_seconds=0.3),
             bootstrap=kafka_bootstrap,
             storage=storage,
-            work_dir=tmp_path / f"w{i}",
-            heartbeat_seconds=0.3,
         )
         for i in (1, 2)
     ]

@@ -25,6 +25,7 @@ from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
 from tests.helpers import wait_for_sync
@@ -43,11 +44,9 @@ def live_url(kafka_bootstrap: str) -> Iterator[str]:
     )
     worker = Worker(
         graph,
-        worker_id="w1",
-        slots=4,
+        WorkerSettings(worker_id="w1", slots=4, state_dir=root / "state"),
         bootstrap=kafka_bootstrap,
         storage=storage,
-        work_dir=root / "state",
     )
     registry = CollectorRegistry()
     registry.register(CoordinatorCollector(service))

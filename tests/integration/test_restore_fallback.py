@@ -22,6 +22,7 @@ from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import Storage, open_storage
 from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import produce_lines, word_count
@@ -31,15 +32,9 @@ WORDS = [f"w{i}" for i in range(12)]
 
 
 def worker(name: str, tag: str, bootstrap: str, storage: Storage, tmp_path: Path) -> Worker:
-    return Worker(
-        word_count(tag),
-        worker_id=name,
-        slots=4,
-        bootstrap=bootstrap,
-        storage=storage,
-        work_dir=tmp_path / name,  # its own folder: no local copy of another worker's state
-        heartbeat_seconds=0.3,
-    )
+    # Its own folder (tmp_path / name): no local copy of another worker's state.
+    settings = WorkerSettings(worker_id=name, slots=4, state_dir=tmp_path, heartbeat_seconds=0.3)
+    return Worker(word_count(tag), settings, bootstrap=bootstrap, storage=storage)
 
 
 def alive(tasks: list[asyncio.Task[None]]) -> None:

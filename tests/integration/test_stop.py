@@ -20,6 +20,7 @@ from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.manifest import ManifestStore
 from sluicegate.testing import counts_by_word, produce_lines, read_committed, word_count
@@ -43,12 +44,11 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
     settings = CoordinatorSettings(interval_seconds=0.5, heartbeat_timeout_seconds=5)
     worker = Worker(
         graph,
-        worker_id="w1",
-        slots=4,
+        WorkerSettings(
+            worker_id="w1", slots=4, state_dir=tmp_path / "state", heartbeat_seconds=0.3
+        ),
         bootstrap=kafka_bootstrap,
         storage=storage,
-        work_dir=tmp_path / "state",
-        heartbeat_seconds=0.3,
     )
     first = Coordinator(graph, bootstrap=kafka_bootstrap, storage=storage, settings=settings)
     api = await serve(create_app(CoordinatorStatus(first), CollectorRegistry()), "127.0.0.1", 0)

@@ -21,6 +21,7 @@ from sluicegate.operators.protocol.messages import Assign, Retire, Retired
 from sluicegate.operators.runtime.control import CoordinatorLink, InMemoryBus
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.runtime.worker import Worker
+from sluicegate.operators.runtime.worker_settings import WorkerSettings
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import produce_lines
 from tests.helpers import wait_for
@@ -61,11 +62,9 @@ async def slow_call_worker(bootstrap: str, tmp_path: Path) -> AsyncIterator[tupl
     graph = p.build()
     await ensure_topics(bootstrap, graph)
     bus = InMemoryBus()
-    worker = Worker(
-        graph, worker_id="w", slots=1, bootstrap=bootstrap,
-        storage=open_storage(tmp_path / "storage"), work_dir=tmp_path / "work",
-        link=bus.worker_end(), retire_seconds=5,
-    )  # fmt: skip
+    settings = WorkerSettings(worker_id="w", slots=1, state_dir=tmp_path, retire_seconds=5)
+    storage = open_storage(tmp_path / "storage")
+    worker = Worker(graph, settings, bootstrap=bootstrap, storage=storage, link=bus.worker_end())
     rig = Rig(worker, bus.coordinator_end(), calls)
     running = asyncio.create_task(worker.run())
     try:
