@@ -6,7 +6,8 @@ handles, calls the model and stores a large reply by reference; `EffectCalls.cal
 tool (or its lookup). Each call is an `agents.journal.Effect`; `EffectCalls.perform` performs
 it through the journal's `EffectDriver` and counts it, and both return the run's next safe
 point, timed (``duration_ms``) and marked ``replayed`` when the journal answered. Payloads cross
-the operator boundary through one `Payloads` (by reference, or inline without a blob policy).
+the operator boundary through one wrapper around each effect, `Payloads.offloading` (by
+reference, or inline without a blob policy).
 
 Given a ``pending`` list, a call that may be made again is not awaited durable: its writes stay
 in flight (`agents.journal.Deferred`) and the caller settles them before it saves anything
@@ -32,7 +33,6 @@ from sluicegate.agents.journal import (
     EffectResult,
     EffectUnknown,
     Journal,
-    LookupFound,
     LookupResult,
     OnUnknown,
 )
@@ -84,13 +84,11 @@ class EffectCalls:
         also when the journal replays the call, so a replayed step loses what the first
         attempt lost (or more, if a payload went since)."""
         state, messages = await self._resolved(state, ctx, now)
-        model, schemas, payloads, run = self._model, self._schemas, self._payloads, state
+        model = self._model
 
         async def call() -> Any:
-            response = await model.complete(messages, schemas, idempotency_key=action.key)
-            return await payloads.offload_response(
-                run, action.key, response.model_dump(mode="json")
-            )
+            response = await model.complete(messages, self._schemas, idempotency_key=action.key)
+            return response.model_dump(mode="json")
 
         effect = Effect(
             key=action.key,
@@ -103,7 +101,7 @@ class EffectCalls:
             call=call,
         )
         started = time.monotonic()
-        outcome = await self.perform(effect, pending)
+        outcome = await self.perform(self._payloads.offloading(state, effect), pending)
         assert isinstance(outcome, EffectResult)  # a model call can always be retried
         if outcome.error is not None:
             return machine.fail(state, f"model_error: {outcome.error}", now)
@@ -114,7 +112,7 @@ class EffectCalls:
             counters.prompt_tokens.inc(usage.prompt_tokens)
             counters.completion_tokens.inc(usage.completion_tokens)
             counters.cost.inc(usage.cost_usd)
-        handle = payloads.stored_content(state, action.key, response.message.content)
+        handle = self._payloads.stored(state, effect, outcome.value)
         step = machine.after_model(state, response, now, blob=handle.id if handle else None)
         return _timed(step, started, outcome.replayed)
 
@@ -126,13 +124,11 @@ class EffectCalls:
         now: float,
         pending: list[Deferred],
     ) -> machine.Transition:
-        tool, payloads = action.tool, self._payloads
+        tool = action.tool
         tool_ctx = machine.tool_context(state, action)
-        effect = self.tool_effect(
-            state, ctx, tool, tool_ctx, action.key, action.arguments, payloads
-        )
+        effect = self.tool_effect(state, ctx, tool, tool_ctx, action.key, action.arguments)
         started = time.monotonic()
-        outcome = await self.perform(effect, pending)
+        outcome = await self.perform(self._payloads.offloading(state, effect), pending)
         if isinstance(outcome, EffectUnknown):
             self._metrics.outcome_unknown.labels(*self._labels).inc()
             logger.error(
@@ -140,7 +136,7 @@ class EffectCalls:
                 state.run_id, tool.name, action.key, tool.on_unknown.value,
             )  # fmt: skip
             return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
-        handle = payloads.stored_result(state, action.key, outcome.value)
+        handle = self._payloads.stored(state, effect, outcome.value)
         blob = handle.id if handle else None
         step = machine.after_tool(state, action, outcome.value, outcome.error, now, blob=blob)
         return _timed(step, started, outcome.replayed)
@@ -153,22 +149,17 @@ class EffectCalls:
         tool_ctx: ToolContext,
         key: str,
         arguments: dict[str, Any],
-        payloads: Payloads,
     ) -> Effect:
-        """A call of ``tool`` (and its lookup) as the effect ``key`` of the run, its result
-        (or the one its lookup found) crossing the boundary through ``payloads``."""
+        """A call of ``tool`` (and its lookup) as the effect ``key`` of the run; its result
+        crosses the operator boundary as it is (`Payloads.offloading` wraps it otherwise)."""
         find = tool.lookup
 
         async def call() -> Any:
-            result = await tool.call(tool_ctx, arguments)
-            return await payloads.offload_result(state, key, result)
+            return await tool.call(tool_ctx, arguments)
 
         async def lookup() -> LookupResult:
             assert find is not None
-            found = await find(tool_ctx)
-            if not isinstance(found, LookupFound):
-                return found
-            return LookupFound(await payloads.offload_result(state, key, found.value))
+            return await find(tool_ctx)
 
         return Effect(
             key=key,

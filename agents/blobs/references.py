@@ -1,16 +1,18 @@
 """`BlobReferences`: an agent's payloads converted to handles at the operator boundary, and
 resolved lazily when a model call is built.
 
-Conversion happens inside the call the journal performs, before its ``done`` write, so the
-journal's entries, `RunState` and the events only ever see the handle:
+The boundary is one wrapper around each effect the agent performs: `Payloads.offloading`
+returns the effect with its call (and lookup) converting what they return, inside the call the
+journal performs, before its ``done`` write, so the journal's entries, `RunState` and the
+events only ever see the handle:
 
-* `offload_result`: a tool's result whose JSON text (what the model is shown) is larger than
-  the policy's threshold becomes ``{"$blob": {...}}``;
-* `offload_response`: a model message whose content is larger becomes the handle's text.
+* a tool's result whose JSON text (what the model is shown) is larger than the policy's
+  threshold becomes ``{"$blob": {...}}``;
+* a model message whose content is larger becomes the handle's text.
 
 A value that merely looks like a handle is stored by reference whatever its size, so that
 nothing but a handle written here can be taken for one. The outcome the journal returns is
-accepted as a handle only when its id is the one this effect key gives (`stored_handle`), and
+accepted as a handle only when its id is the one this effect key gives (`Payloads.stored`), and
 only the run's own handles (`RunState.blobs`) are resolved.
 
 `resolve` reads every handle of the run's messages; a handle that cannot be read is `Lost`
@@ -26,7 +28,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from sluicegate.agents.blobs.handle import (
@@ -38,6 +40,7 @@ from sluicegate.agents.blobs.handle import (
     looks_like_handle_text,
 )
 from sluicegate.agents.blobs.policy import BlobPolicy
+from sluicegate.agents.journal import Effect, EffectKind, LookupFound, LookupResult
 from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.models.contract import ChatMessage
 from sluicegate.agents.runs.state import RunState
@@ -84,32 +87,28 @@ class Payloads(Protocol):
     (`BlobReferences`), or all of them as they are (`Inline`). The effect calls go through one
     of the two, never asking which."""
 
-    async def offload_result(self, state: RunState, key: str, result: Any) -> Any: ...
+    def offloading(self, state: RunState, effect: Effect) -> Effect:
+        """``effect`` (a model or tool call of the run ``state``), its call and lookup
+        returning what the run keeps: a large payload's handle instead of the payload."""
+        ...
 
-    async def offload_response(self, state: RunState, key: str, response: Any) -> Any: ...
+    def stored(self, state: RunState, effect: Effect, value: Any) -> BlobHandle | None:
+        """The handle ``effect``'s recorded outcome ``value`` holds, if this wrapper stored it
+        (a model response's content, a tool's result)."""
+        ...
 
-    def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None: ...
-
-    def stored_content(
-        self, state: RunState, key: str, content: str | None
-    ) -> BlobHandle | None: ...
-
-    async def resolve(self, state: RunState) -> Resolved: ...
+    async def resolve(self, state: RunState) -> Resolved:
+        """The run's messages for a model call, its own handles resolved."""
+        ...
 
 
 class Inline:
     """`Payloads` of an agent without a blob policy: every payload stays in the run."""
 
-    async def offload_result(self, state: RunState, key: str, result: Any) -> Any:
-        return result
+    def offloading(self, state: RunState, effect: Effect) -> Effect:
+        return effect
 
-    async def offload_response(self, state: RunState, key: str, response: Any) -> Any:
-        return response
-
-    def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None:
-        return None
-
-    def stored_content(self, state: RunState, key: str, content: str | None) -> BlobHandle | None:
+    def stored(self, state: RunState, effect: Effect, value: Any) -> BlobHandle | None:
         return None
 
     async def resolve(self, state: RunState) -> Resolved:
@@ -138,14 +137,46 @@ class BlobReferences:
 
     # -- conversion -----------------------------------------------------------------------
 
-    async def offload_result(self, state: RunState, key: str, result: Any) -> Any:
+    def offloading(self, state: RunState, effect: Effect) -> Effect:
+        """``effect`` converting its outcome on the way out (module docstring)."""
+        call, find, key = effect.call, effect.lookup, effect.key
+        if effect.kind is EffectKind.MODEL:
+
+            async def model_call() -> Any:
+                return await self._offload_response(state, key, await call())
+
+            return replace(effect, call=model_call)
+
+        async def tool_call() -> Any:
+            return await self._offload_result(state, key, await call())
+
+        async def lookup() -> LookupResult:
+            assert find is not None
+            found = await find()
+            if not isinstance(found, LookupFound):
+                return found
+            return LookupFound(await self._offload_result(state, key, found.value))
+
+        return replace(effect, call=tool_call, lookup=lookup if find is not None else None)
+
+    def stored(self, state: RunState, effect: Effect, value: Any) -> BlobHandle | None:
+        """The handle ``effect``'s recorded outcome holds, if it is the one its key stored: a
+        model response document's message content, or a tool's result."""
+        if effect.kind is EffectKind.MODEL:
+            message = value.get("message") if isinstance(value, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            text = content if isinstance(content, str) else None
+            return self._ours(state, effect.key, _CONTENT, handle_of_text(text))
+        return self._ours(state, effect.key, _RESULT, handle_of(value))
+
+    async def _offload_result(self, state: RunState, key: str, result: Any) -> Any:
         """``result``, or the handle it is stored under when it is large (or handle-like)."""
         text = json.dumps(result, sort_keys=True)
         if not looks_like_handle(result) and len(text.encode()) <= self.policy.threshold_bytes:
             return result
         return (await self._store(state, key, _RESULT, text, "json")).value()
 
-    async def offload_response(self, state: RunState, key: str, response: Any) -> Any:
+    async def _offload_response(self, state: RunState, key: str, response: Any) -> Any:
         """A model response document (`ModelResponse` as JSON) whose message content is stored
         by reference when it is large (or handle-like); any other document as it is."""
         if not isinstance(response, dict) or not isinstance(response.get("message"), dict):
@@ -158,14 +189,6 @@ class BlobReferences:
             return response
         handle = await self._store(state, key, _CONTENT, content, "text")
         return {**response, "message": {**message, "content": handle.text()}}
-
-    def stored_result(self, state: RunState, key: str, value: Any) -> BlobHandle | None:
-        """The handle a tool's recorded outcome is, if it is the one effect ``key`` stored."""
-        return self._ours(state, key, _RESULT, handle_of(value))
-
-    def stored_content(self, state: RunState, key: str, content: str | None) -> BlobHandle | None:
-        """The handle a model message's recorded content is, if effect ``key`` stored it."""
-        return self._ours(state, key, _CONTENT, handle_of_text(content))
 
     def _ours(
         self, state: RunState, key: str, part: str, handle: BlobHandle | None

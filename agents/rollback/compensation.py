@@ -24,7 +24,6 @@ import logging
 from typing import Any
 
 from sluicegate.agents.alerts import post_alert
-from sluicegate.agents.blobs.references import Inline
 from sluicegate.agents.declaration import Agent
 from sluicegate.agents.effect_calls import EffectCalls
 from sluicegate.agents.journal import Effect, EffectKind, EffectResult, Journal, OnUnknown
@@ -105,9 +104,7 @@ class Compensator:
     ) -> Transition:
         tool = action.tool
         tool_ctx = ToolContext.of_run(state.run_id, action.effect.step, action.key, state.metadata)
-        effect = self._calls.tool_effect(
-            state, ctx, tool, tool_ctx, action.key, action.arguments, Inline()
-        )
+        effect = self._calls.tool_effect(state, ctx, tool, tool_ctx, action.key, action.arguments)
         outcome = await self._calls.perform(effect)
         value: Any = None
         if isinstance(outcome, EffectResult):

@@ -8,10 +8,23 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from sluicegate import Agent
 from sluicegate.agents.blobs import BlobPolicy, handle_of, handle_of_text
+from sluicegate.agents.blobs.references import BlobReferences, Inline
+from sluicegate.agents.journal import (
+    Effect,
+    EffectKind,
+    LookupFound,
+    LookupNotFound,
+    LookupResult,
+    OnUnknown,
+)
+from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
+from sluicegate.agents.runs.state import RunState
 from sluicegate.agents.tools import ToolContext, tool
 from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.blobs import BlobStore, subject_digest
@@ -209,3 +222,62 @@ async def test_a_replayed_tool_call_writes_nothing_again_and_keeps_its_handle() 
     assert desk.world.results()[0].status == "done"
     assert desk.registry.get_sample_value(
         "sluicegate_agent_blobs_written_total", {**LABELS, "kind": "json"}) == 1  # fmt: skip
+
+
+def references(storage: Any) -> BlobReferences:
+    policy = BlobPolicy(threshold_bytes=1024, storage=storage)
+    metrics = AgentMetrics(CollectorRegistry())
+    return BlobReferences(
+        policy,
+        BlobStore(storage),
+        agent="desk",
+        metrics=metrics,
+        labels=("job", "desk", "0"),
+        clock=Clock(),
+    )
+
+
+def tool_effect(result: Any, found: LookupResult) -> Effect:
+    async def call() -> Any:
+        return result
+
+    async def lookup() -> LookupResult:
+        return found
+
+    return Effect(
+        key="r1/0/0", run_id="r1", partition=0, kind=EffectKind.TOOL, name="fetch",
+        request={}, on_unknown=OnUnknown.LOOKUP, call=call, lookup=lookup,
+    )  # fmt: skip
+
+
+async def test_the_wrapper_converts_what_a_tools_call_and_its_lookup_return() -> None:
+    """`BlobReferences.offloading` wraps the call and the lookup alike: a large result found by
+    a lookup (settling an unknown outcome) is stored by reference as the call's would be, a
+    small one and a "not found" pass through, and `stored` knows only this effect's handle."""
+    blobs = references(open_storage("memory://"))
+    state = RunState(run_id="r1", goal="g", created_at=0.0, updated_at=0.0)
+    effect = blobs.offloading(state, tool_effect(BIG, LookupFound(BIG)))
+    assert effect.lookup is not None
+    called, found = await effect.call(), await effect.lookup()
+    assert isinstance(found, LookupFound)
+    handle = blobs.stored(state, effect, called)
+    assert handle is not None
+    assert handle == blobs.stored(state, effect, found.value)
+    assert called == found.value == handle.value()  # one key, one blob
+    small = blobs.offloading(state, tool_effect({"ok": 1}, LookupNotFound()))
+    assert small.lookup is not None
+    assert await small.call() == {"ok": 1}
+    assert isinstance(await small.lookup(), LookupNotFound)
+    assert blobs.stored(state, small, {"ok": 1}) is None
+    other_tenant = RunState(
+        run_id="r1", goal="g", metadata={"tenant": "eu"}, created_at=0.0, updated_at=0.0
+    )
+    assert blobs.stored(other_tenant, effect, called) is None  # not its scope's handle
+
+
+async def test_without_a_policy_the_effect_is_performed_as_it_is() -> None:
+    effect = tool_effect(BIG, LookupFound(BIG))
+    assert (
+        Inline().offloading(RunState(run_id="r1", goal="g", created_at=0, updated_at=0), effect)
+        is effect
+    )
