@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from sluicegate.agents.journal.resolution import OnUnknown as OnUnknown
     from sluicegate.agents.messages import RunResult as RunResult, TaskRequest as TaskRequest
+    from sluicegate.agents.models.anthropic_client import AnthropicModel as AnthropicModel
     from sluicegate.agents.models.contract import (
         ChatMessage as ChatMessage,
         ToolCall as ToolCall,
@@ -82,6 +83,7 @@ _HOMES = {
     "LookupResult": "sluicegate.agents.journal.effects",
     # its model
     "OpenAIModel": "sluicegate.agents.models.openai_client",
+    "AnthropicModel": "sluicegate.agents.models.anthropic_client",
     "ScriptedModel": "sluicegate.agents.models.scripted",
     "ChatMessage": "sluicegate.agents.models.contract",
     "ToolCall": "sluicegate.agents.models.contract",

@@ -14,6 +14,7 @@ __all__ = [
     "ChatMessage",
     "ModelClient",
     "ModelResponse",
+    "StopReason",
     "ToolCall",
     "ToolSchema",
     "Usage",
@@ -56,14 +57,25 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+"""Why the model stopped, in words of no provider: ``end_turn`` (it answered), ``tool_use`` (it
+calls tools), ``max_tokens`` (cut at the output limit or the context window), ``stop_sequence``,
+``refusal`` (it refused, or a content filter stopped it), ``other``."""
+
+
 class ModelResponse(BaseModel):
-    """What a model call returned: the assistant message and what it cost."""
+    """What a model call returned: the assistant message, what it cost and why it stopped.
+
+    It is what the journal records of a model call, whichever provider answered, so that a run
+    recorded with one provider replays with any other."""
 
     model_config = ConfigDict(frozen=True)
 
     message: ChatMessage
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
+    stop_reason: StopReason | None = None
+    """None: the client did not say (a scripted model, or a journal entry older than it)."""
 
 
 class ToolSchema(BaseModel):

@@ -1,25 +1,13 @@
 """A :class:`~agents.models.contract.ModelClient` for any chat-completions server (``openai`` SDK).
 
 OpenAI itself, vLLM, Ollama, LM Studio and llama.cpp all speak ``POST /v1/chat/completions``;
-``base_url`` picks the server.
-
-Retries are ours, not the SDK's (the SDK is built with ``max_retries=0``): the SDK ignores
-``Retry-After: 0`` and always waits at least ~0.4 s, its backoff base cannot be configured,
-and its retries are invisible to our logs. Ours retry 408, 429, 5xx, timeouts and connection
-failures up to ``max_retries`` times; each wait is the server's ``Retry-After`` (seconds, 0
-included) when it sent one, else ``backoff_s * 2**attempt`` capped at ``max_backoff_s``, minus
-up to 25 % jitter. A ``Retry-After`` above one minute ends the retries at once: the step is
-better retried later by the caller. Every attempt carries the same ``Idempotency-Key``.
+``base_url`` picks the server. Retries: :mod:`agents.models.retries` (the SDK's are off).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import math
 import os
-import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -36,24 +24,20 @@ from openai.types.chat import (
 from sluicegate.agents.models.contract import (
     ChatMessage,
     ModelResponse,
+    StopReason,
     ToolCall,
     ToolSchema,
     Usage,
 )
 from sluicegate.agents.models.exceptions import (
-    ModelRequestError,
     ModelResponseError,
     ModelUnavailableError,
 )
-from sluicegate.agents.models.pricing import Price
+from sluicegate.agents.models.pricing import PRICES, Price, price_of
+from sluicegate.agents.models.retries import RetryPolicy, status_failure
 from sluicegate.operators.exceptions import ConfigError
 
-__all__ = ["MAX_RETRY_AFTER_S", "OpenAIModel"]
-
-logger = logging.getLogger(__name__)
-
-MAX_RETRY_AFTER_S = 60.0
-"""The longest ``Retry-After`` the client waits out; a longer one ends the retries."""
+__all__ = ["OpenAIModel"]
 
 # Local servers want some key, any key.
 _PLACEHOLDER_KEY = "not-needed"
@@ -63,8 +47,9 @@ class OpenAIModel:
     """Calls a chat-completions server through ``openai.AsyncOpenAI``.
 
     ``api_key`` falls back to ``$OPENAI_API_KEY``, then to a placeholder that local servers
-    accept. The key is never logged, and ``repr`` masks it. Close the client with
-    :meth:`aclose` or use it as an async context manager.
+    accept. The key is never logged, and ``repr`` masks it. ``price`` defaults to the model's
+    in ``prices`` (`agents.models.pricing.PRICES`; free when it is not there: a local model).
+    Close the client with :meth:`aclose` or use it as an async context manager.
     """
 
     def __init__(
@@ -75,7 +60,8 @@ class OpenAIModel:
         api_key: str | None = None,
         timeout_s: float = 60,
         max_retries: int = 4,
-        price: Price = Price(),  # noqa: B008 - Price is frozen
+        price: Price | None = None,
+        prices: Mapping[str, Price] = PRICES,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
     ) -> None:
@@ -83,16 +69,9 @@ class OpenAIModel:
             raise ConfigError("model", "must name a model")
         if timeout_s <= 0:
             raise ConfigError("timeout_s", f"must be > 0, got {timeout_s}")
-        if max_retries < 0:
-            raise ConfigError("max_retries", f"must be >= 0, got {max_retries}")
-        if backoff_s < 0 or max_backoff_s < backoff_s:
-            problem = f"need 0 <= backoff_s <= max_backoff_s, got {backoff_s}, {max_backoff_s}"
-            raise ConfigError("backoff_s", problem)
+        self._retries = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self._model = model
-        self._price = price
-        self._max_retries = max_retries
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
+        self._price = price if price is not None else price_of(model, prices)
         self._client = AsyncOpenAI(
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY,
             base_url=base_url,
@@ -161,8 +140,7 @@ class OpenAIModel:
         tools: list[ChatCompletionFunctionToolParam],
         idempotency_key: str,
     ) -> ChatCompletion:
-        attempt = 0
-        while True:
+        async def send() -> ChatCompletion:
             try:
                 return await self._client.chat.completions.create(
                     model=self._model,
@@ -172,47 +150,14 @@ class OpenAIModel:
                     extra_headers={"Idempotency-Key": idempotency_key},
                 )
             except APIStatusError as error:
-                failure = _status_failure(error)
-                cause: APIError = error
+                headers = error.response.headers
+                raise status_failure(error.status_code, _server_message(error), headers) from error
             except APIConnectionError as error:
-                failure = _connection_failure(error)
-                cause = error
+                raise _connection_failure(error) from error
             except APIError as error:
                 raise ModelResponseError(error.message) from error
-            if isinstance(failure, ModelRequestError) or attempt >= self._max_retries:
-                raise failure from cause
-            delay = self._delay(attempt, failure.retry_after_s)
-            if delay is None:
-                raise failure from cause
-            attempt += 1
-            logger.warning(
-                "model call failed (%s), retry %d of %d in %.2fs",
-                failure,
-                attempt,
-                self._max_retries,
-                delay,
-                extra={"model": self._model, "status": failure.status, "attempt": attempt},
-            )
-            await asyncio.sleep(delay)
 
-    def _delay(self, attempt: int, retry_after_s: float | None) -> float | None:
-        """Seconds to wait before retry ``attempt + 1``; None to stop retrying."""
-        if retry_after_s is not None:
-            return retry_after_s if retry_after_s <= MAX_RETRY_AFTER_S else None
-        backoff = min(self._backoff_s * 2.0**attempt, self._max_backoff_s)
-        return backoff * (1 - 0.25 * random.random())
-
-
-def _is_transient(status: int) -> bool:
-    return status in (408, 429) or status >= 500
-
-
-def _status_failure(error: APIStatusError) -> ModelUnavailableError | ModelRequestError:
-    message = _server_message(error)
-    if not _is_transient(error.status_code):
-        return ModelRequestError(error.status_code, message)
-    retry_after = _retry_after_s(error.response.headers.get("retry-after"))
-    return ModelUnavailableError(error.status_code, message, retry_after)
+        return await self._retries.run(send, model=self._model)
 
 
 def _server_message(error: APIStatusError) -> str:
@@ -229,17 +174,6 @@ def _connection_failure(error: APIConnectionError) -> ModelUnavailableError:
         return ModelUnavailableError(None, "request timed out")
     reason = f": {error.__cause__}" if error.__cause__ is not None else ""
     return ModelUnavailableError(None, f"{error.message}{reason}")
-
-
-def _retry_after_s(header: str | None) -> float | None:
-    """``Retry-After`` in seconds; None if absent or not a number (HTTP dates are ignored)."""
-    if header is None:
-        return None
-    try:
-        seconds = float(header)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _message_to_wire(message: ChatMessage) -> ChatCompletionMessageParam:
@@ -304,9 +238,20 @@ def _response_from_wire(completion: ChatCompletion, price: Price, model: str) ->
                 cost_usd=price.cost(prompt_tokens, completion_tokens),
             ),
             model=completion.model or model,
+            stop_reason=_STOP_REASONS.get(str(completion.choices[0].finish_reason), "other"),
         )
     except (pydantic.ValidationError, AttributeError, TypeError) as error:
         raise ModelResponseError(f"malformed chat completion: {error}") from error
+
+
+_STOP_REASONS: Mapping[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+"""Chat-completions ``finish_reason`` -> the neutral `StopReason` (any other: ``other``)."""
 
 
 def _tool_calls_from_wire(calls: Sequence[object]) -> tuple[ToolCall, ...]:

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
+from sluicegate.agents.models.selection import ModelSettings
 from sluicegate.cli.settings import CliSettings
 from sluicegate.coordinator.settings import CoordinatorSettings, _CoordinatorEnv
 from sluicegate.deploy.render import RenderSettings
@@ -109,6 +110,15 @@ SECTIONS = (
         commands=("",),
         exclude=("coordinator", "worker", "deploy"),
         flag_dests={"coordinator_url": "url", "storage_url": "storage"},
+    ),
+    Section(
+        "Models",
+        ModelSettings,
+        "worker",
+        "`sluicegate.agents.models.selection.ModelSettings`: the model client of an agent whose "
+        "model comes from `model_from_env` (the demo's agents); read where the agent runs. "
+        "Provider keys: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` ([models.md](models.md)).",
+        env=ModelSettings,
     ),
     Section(
         "Kubernetes manifests",

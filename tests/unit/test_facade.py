@@ -17,7 +17,9 @@ import sluicegate
 
 
 def test_the_facade_is_small() -> None:
-    assert 15 <= len(sluicegate.__all__) <= 25
+    # About 20: what a pipeline, an agent, its tools and its model need; a model client or a
+    # kind of tool server is one name each, everything else lives in documented submodules.
+    assert 15 <= len(sluicegate.__all__) <= 28
 
 
 @pytest.mark.parametrize("name", sluicegate.__all__)

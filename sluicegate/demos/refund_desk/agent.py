@@ -6,7 +6,9 @@ read-only `lookup_order`, refunds it with `issue_refund` (reversible: `reverse_r
 the customer with `send_email` (irreversible: it waits for a person's approval) and answers.
 That is ``research + 3`` model steps per run.
 
-With ``OPENAI_API_KEY`` or ``SLUICEGATE_MODEL_URL`` set, a real model drives the same tools.
+With a model configured (``SLUICEGATE_MODEL_PROVIDER``, ``OPENAI_API_KEY``,
+``ANTHROPIC_API_KEY`` or ``SLUICEGATE_MODEL_URL``: `agents.models.selection`), a real model
+drives the same tools.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from sluicegate import (
     LookupNotFound,
     LookupResult,
     OnUnknown,
-    OpenAIModel,
     Pipeline,
     ScriptedModel,
     Tool,
@@ -37,6 +38,7 @@ from sluicegate import (
     tool,
 )
 from sluicegate.agents.models.contract import ModelClient
+from sluicegate.agents.models.selection import model_from_env
 from sluicegate.demos.refund_desk.world_client import WorldClient
 
 __all__ = [
@@ -188,11 +190,7 @@ def refund_desk_graph() -> JobGraph:
 
 
 def _model_from_env() -> ModelClient:
-    url = os.environ.get("SLUICEGATE_MODEL_URL")
-    if url or os.environ.get("OPENAI_API_KEY"):
-        name = os.environ.get("SLUICEGATE_MODEL", "gpt-4o-mini")
-        return OpenAIModel(model=name, base_url=url)
-    return ScriptedModel(script)
+    return model_from_env(lambda: ScriptedModel(script))
 
 
 def _call(step: int, name: str, **arguments: Any) -> ChatMessage:

@@ -1,7 +1,8 @@
-"""A real, scriptable chat-completions server on 127.0.0.1, for testing model clients.
+"""A real, scriptable model server on 127.0.0.1, for testing model clients.
 
-It runs stdlib ``ThreadingHTTPServer`` in a thread, answers ``POST /v1/chat/completions`` with
-the replies a test queued (status, body, headers, optional delay), and records every request.
+It runs stdlib ``ThreadingHTTPServer`` in a thread, answers ``POST /v1/chat/completions`` (or,
+given ``path=MESSAGES_PATH``, Anthropic's ``POST /v1/messages``) with the replies a test queued
+(status, body, headers, optional delay), and records every request.
 When the queue is empty it answers 404, which no client retries, so a test that sends more
 requests than it scripted fails loudly.
 """
@@ -17,9 +18,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["ChatServer", "RecordedRequest", "Reply", "completion", "error_body"]
+__all__ = [
+    "CHAT_PATH",
+    "MESSAGES_PATH",
+    "ChatServer",
+    "RecordedRequest",
+    "Reply",
+    "anthropic_error",
+    "completion",
+    "error_body",
+    "message",
+]
 
 CHAT_PATH = "/v1/chat/completions"
+MESSAGES_PATH = "/v1/messages"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +94,44 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-class ChatServer:
-    """Start with ``with ChatServer() as server:``; point clients at ``server.url``."""
+def message(
+    *blocks: dict[str, Any],
+    stop_reason: str = "end_turn",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read_input_tokens: int = 0,
+    model: str = "claude-test",
+) -> dict[str, Any]:
+    """A Messages API answer with content ``blocks`` (``{"type": "text", "text": ...}``,
+    ``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}``)."""
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": list(blocks),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cache_read_input_tokens,
+        },
+    }
 
-    def __init__(self) -> None:
+
+def anthropic_error(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    """An error body in Anthropic's shape."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class ChatServer:
+    """Start with ``with ChatServer() as server:``; point clients at ``server.url`` (an
+    OpenAI-style base URL) or ``server.root`` (Anthropic's SDK adds ``/v1/messages``)."""
+
+    def __init__(self, path: str = CHAT_PATH) -> None:
+        self._path = path
         self._lock = threading.Lock()
         self._replies: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -100,6 +146,12 @@ class ChatServer:
         """Base URL for a client, ending in ``/v1``."""
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The server's root URL."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -130,7 +182,7 @@ class ChatServer:
     def _take(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self._requests.append(request)
-            if request.path != CHAT_PATH:
+            if request.path != self._path:
                 return Reply(404, error_body(f"no route {request.path}"))
             if not self._replies:
                 return Reply(404, error_body("chat_server: no scripted reply left"))
