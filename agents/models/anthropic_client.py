@@ -24,8 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import pydantic
 from anthropic import (
@@ -52,15 +51,13 @@ from sluicegate.agents.models.contract import (
     ToolSchema,
     Usage,
 )
-from sluicegate.agents.models.exceptions import ModelResponseError, ModelUnavailableError
-from sluicegate.agents.models.pricing import PRICES, Price, price_of
-from sluicegate.agents.models.retries import RetryPolicy, status_failure
+from sluicegate.agents.models.exceptions import ModelResponseError
+from sluicegate.agents.models.pricing import PRICES, Price
+from sluicegate.agents.models.retries import connection_failure, status_failure
+from sluicegate.agents.models.sdk_client import PLACEHOLDER_KEY, SdkModel
 from sluicegate.operators.exceptions import ConfigError
 
 __all__ = ["AnthropicModel"]
-
-_PLACEHOLDER_KEY = "not-needed"
-"""Sent when no key is given or set: a local server speaking the protocol wants some key."""
 
 _STOP_REASONS: Mapping[str, StopReason] = {
     "end_turn": "end_turn",
@@ -75,7 +72,7 @@ _STOP_REASONS: Mapping[str, StopReason] = {
 _IGNORED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel[AsyncAnthropic]):
     """Calls Anthropic's Messages API (or a server speaking it) through
     ``anthropic.AsyncAnthropic``.
 
@@ -100,54 +97,19 @@ class AnthropicModel:
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
     ) -> None:
-        if not model:
-            raise ConfigError("model", "must name a model")
         if max_tokens <= 0:
             raise ConfigError("max_tokens", f"must be > 0, got {max_tokens}")
-        if timeout_s <= 0:
-            raise ConfigError("timeout_s", f"must be > 0, got {timeout_s}")
-        self._retries = RetryPolicy(max_retries, backoff_s, max_backoff_s)
-        self._model, self._max_tokens = model, max_tokens
-        self._price = price if price is not None else price_of(model, prices)
+        super().__init__(
+            model=model, timeout_s=timeout_s, max_retries=max_retries, price=price,
+            prices=prices, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
+        )  # fmt: skip
+        self._max_tokens = max_tokens
         self._client = AsyncAnthropic(
-            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or _PLACEHOLDER_KEY,
+            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or PLACEHOLDER_KEY,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
         )
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        """The server's root URL, e.g. ``https://api.anthropic.com``."""
-        return str(self._client.base_url)
-
-    @property
-    def price(self) -> Price:
-        """What this model's tokens cost."""
-        return self._price
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel(model={self._model!r}, base_url={self.base_url!r}, api_key='***')"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def complete(
         self,
@@ -178,11 +140,9 @@ class AnthropicModel:
             except APIStatusError as error:
                 headers = error.response.headers
                 raise status_failure(error.status_code, _server_message(error), headers) from error
-            except APITimeoutError as error:
-                raise ModelUnavailableError(None, "request timed out") from error
             except APIConnectionError as error:
-                reason = f": {error.__cause__}" if error.__cause__ is not None else ""
-                raise ModelUnavailableError(None, f"{error.message}{reason}") from error
+                timed_out = isinstance(error, APITimeoutError)
+                raise connection_failure(error, timed_out=timed_out) from error
             except APIError as error:
                 raise ModelResponseError(error.message) from error
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Self
 
 import pydantic
 from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, AsyncOpenAI, omit
@@ -31,19 +29,15 @@ from sluicegate.agents.models.contract import (
 )
 from sluicegate.agents.models.exceptions import (
     ModelResponseError,
-    ModelUnavailableError,
 )
-from sluicegate.agents.models.pricing import PRICES, Price, price_of
-from sluicegate.agents.models.retries import RetryPolicy, status_failure
-from sluicegate.operators.exceptions import ConfigError
+from sluicegate.agents.models.pricing import PRICES, Price
+from sluicegate.agents.models.retries import connection_failure, status_failure
+from sluicegate.agents.models.sdk_client import PLACEHOLDER_KEY, SdkModel
 
 __all__ = ["OpenAIModel"]
 
-# Local servers want some key, any key.
-_PLACEHOLDER_KEY = "not-needed"
 
-
-class OpenAIModel:
+class OpenAIModel(SdkModel[AsyncOpenAI]):
     """Calls a chat-completions server through ``openai.AsyncOpenAI``.
 
     ``api_key`` falls back to ``$OPENAI_API_KEY``, then to a placeholder that local servers
@@ -65,52 +59,16 @@ class OpenAIModel:
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
     ) -> None:
-        if not model:
-            raise ConfigError("model", "must name a model")
-        if timeout_s <= 0:
-            raise ConfigError("timeout_s", f"must be > 0, got {timeout_s}")
-        self._retries = RetryPolicy(max_retries, backoff_s, max_backoff_s)
-        self._model = model
-        self._price = price if price is not None else price_of(model, prices)
+        super().__init__(
+            model=model, timeout_s=timeout_s, max_retries=max_retries, price=price,
+            prices=prices, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
+        )  # fmt: skip
         self._client = AsyncOpenAI(
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY,
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
         )
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        """The server's base URL, e.g. ``http://localhost:8000/v1/``."""
-        return str(self._client.base_url)
-
-    @property
-    def price(self) -> Price:
-        """What this model's tokens cost."""
-        return self._price
-
-    def __repr__(self) -> str:
-        return f"OpenAIModel(model={self._model!r}, base_url={self.base_url!r}, api_key='***')"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def complete(
         self,
@@ -153,7 +111,9 @@ class OpenAIModel:
                 headers = error.response.headers
                 raise status_failure(error.status_code, _server_message(error), headers) from error
             except APIConnectionError as error:
-                raise _connection_failure(error) from error
+                raise connection_failure(
+                    error, timed_out=isinstance(error, APITimeoutError)
+                ) from error
             except APIError as error:
                 raise ModelResponseError(error.message) from error
 
@@ -167,13 +127,6 @@ def _server_message(error: APIStatusError) -> str:
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         return str(body["message"])
     return error.message
-
-
-def _connection_failure(error: APIConnectionError) -> ModelUnavailableError:
-    if isinstance(error, APITimeoutError):
-        return ModelUnavailableError(None, "request timed out")
-    reason = f": {error.__cause__}" if error.__cause__ is not None else ""
-    return ModelUnavailableError(None, f"{error.message}{reason}")
 
 
 def _message_to_wire(message: ChatMessage) -> ChatCompletionMessageParam:

@@ -23,7 +23,7 @@ from typing import TypeVar
 from sluicegate.agents.models.exceptions import ModelRequestError, ModelUnavailableError
 from sluicegate.operators.exceptions import ConfigError
 
-__all__ = ["MAX_RETRY_AFTER_S", "RetryPolicy", "status_failure"]
+__all__ = ["MAX_RETRY_AFTER_S", "RetryPolicy", "connection_failure", "status_failure"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,16 @@ def status_failure(
     if status not in (408, 429) and status < 500:
         return ModelRequestError(status, message)
     return ModelUnavailableError(status, message, _retry_after_s(headers.get("retry-after")))
+
+
+def connection_failure(error: Exception, *, timed_out: bool) -> ModelUnavailableError:
+    """What a request that got no answer means (an SDK's connection error ``error``, whose
+    cause says why): always worth another try."""
+    if timed_out:
+        return ModelUnavailableError(None, "request timed out")
+    message = getattr(error, "message", str(error))
+    reason = f": {error.__cause__}" if error.__cause__ is not None else ""
+    return ModelUnavailableError(None, f"{message}{reason}")
 
 
 def _retry_after_s(header: str | None) -> float | None:
