@@ -135,10 +135,15 @@ class EffectCalls:
                 "run %s: outcome of %s (%s) is unknown and %s cannot settle it: run parked",
                 state.run_id, tool.name, action.key, tool.on_unknown.value,
             )  # fmt: skip
-            return machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
+            failed = machine.fail(state, "outcome_unknown", now, unknown_key=action.key)
+            which = {"tool": tool.name, "call_id": action.call.id}
+            which["on_unknown"] = tool.on_unknown.value
+            return machine.Transition(failed.state, failed.event | which)
         handle = self._payloads.stored(state, effect, outcome.value)
         blob = handle.id if handle else None
         step = machine.after_tool(state, action, outcome.value, outcome.error, now, blob=blob)
+        if outcome.settled_by is not None:  # from the journal's done: it survives a crash
+            step = machine.Transition(step.state, step.event | {"settled_by": outcome.settled_by})
         return _timed(step, started, outcome.replayed)
 
     def tool_effect(

@@ -33,6 +33,7 @@ from sluicegate.agents.journal.entries import (
     EffectKind,
     EntryStatus,
     JournalEntry,
+    SettledBy,
     effect_key,
     record_key,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "Replay",
     "Retry",
     "Rewrite",
+    "SettledBy",
     "StatusCounts",
     "after_lookup",
     "decide",

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.journal.entries import EffectKind, JournalEntry
+from sluicegate.agents.journal.entries import EffectKind, JournalEntry, SettledBy
 from sluicegate.agents.journal.resolution import (
     EffectEvent,
     EffectResolution,
@@ -62,12 +62,15 @@ class EffectResult:
     """The outcome of an effect: its ``value``, or the ``error`` it failed with for good.
 
     ``replayed`` is true when this call did not execute the effect (a dedup hit): the outcome
-    came from the journal's ``done``, or from the tool's lookup.
+    came from the journal's ``done``, or from the tool's lookup. ``settled_by`` is the ``done``
+    entry's (:data:`~agents.journal.entries.SettledBy`): how an outcome a crash left unknown
+    was settled, None when nothing was unknown.
     """
 
     value: Any
     error: str | None
     replayed: bool
+    settled_by: SettledBy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,11 @@ def no_fault(effect: Effect, point: str) -> None:
     """The default fault hook: injects nothing."""
 
 
+def _outcome(done: JournalEntry, *, replayed: bool) -> EffectResult:
+    """The outcome a ``done`` entry records."""
+    return EffectResult(done.result, done.error, replayed, done.settled_by)
+
+
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -178,6 +186,10 @@ class EffectDriver:
        with a ``RetryableError``) fails closed with :data:`LOOKUP_FAILED`.
     4. ``Retry``: as ``Execute`` without writing ``issued`` again.
     5. ``FailClosed``: return :class:`EffectUnknown`; nothing is called or written.
+
+    The ``done`` a ``Lookup`` or ``Retry`` writes says how it settled the unknown outcome
+    (``settled_by``: ``lookup``, ``call_after_lookup``, ``retry``), so that the mark survives a
+    crash before the run's next safe point: every replay of the ``done`` returns it.
 
     The call raising a :class:`~operators.exceptions.RetryableError` propagates with no
     ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
@@ -226,17 +238,19 @@ class _Performance:
         self.unacknowledged = journal.unacknowledged(effect.key)
         state = EffectState.of(self.issued, self.done, self.unacknowledged)
         self.resolution = EffectResolution(effect.key, state)
+        self.settled_by: SettledBy | None = None
+        """What the ``done`` this performance writes says settled an unknown outcome."""
 
     async def run(self) -> EffectResult | EffectUnknown | Deferred:
         effect, journal = self.effect, self.driver.journal
         policy = effect.policy
         match decide(self.issued, self.done, policy, self.unacknowledged):
             case Replay(done=recorded):
-                return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+                return _outcome(recorded, replayed=True)
             case Rewrite(done=recorded):
                 await journal.write(recorded, partition=effect.partition)
                 self.resolution.apply(EffectEvent.COMPLETE)
-                return EffectResult(value=recorded.result, error=recorded.error, replayed=True)
+                return _outcome(recorded, replayed=True)
             case Execute() if policy is OnUnknown.RETRY:
                 # Calling again is safe, so ``issued`` need not be durable before the call,
                 # only before ``done``: one round trip fewer per model call and read-only call.
@@ -247,6 +261,7 @@ class _Performance:
                 self.resolution.apply(EffectEvent.ISSUE)
                 return await self._call_and_complete()
             case Retry():
+                self.settled_by = "retry"
                 return await self._call_and_complete()
             case FailClosed(reason=reason):
                 return self._fail_closed(reason)
@@ -265,8 +280,10 @@ class _Performance:
         match after_lookup(isinstance(found, LookupFound)):
             case RecordFound():
                 assert isinstance(found, LookupFound)
-                return await self._settle(self._entry("done", result=found.value), True, None)
+                self.settled_by = "lookup"
+                return await self._settle(self._done(found.value, None), True, None)
             case Retry():
+                self.settled_by = "call_after_lookup"
                 return await self._call_and_complete()
 
     def _entry(self, status: str, **fields: Any) -> JournalEntry:
@@ -283,6 +300,9 @@ class _Performance:
                 **fields,
             }
         )
+
+    def _done(self, value: Any, error: str | None) -> JournalEntry:
+        return self._entry("done", result=value, error=error, settled_by=self.settled_by)
 
     def _write(self, entry: JournalEntry) -> Awaitable[None]:
         return self.driver.journal.write(entry, partition=self.effect.partition)
@@ -314,11 +334,11 @@ class _Performance:
 
         ``issuing``, the ``issued`` write started beside the call, is awaited together with
         the ``done`` write, which begins after it and so lands after it in the partition."""
-        written = self._entry("done", result=value, error=error)
+        written = self._done(value, error)
         if not self.deferring:
             return await self._settle(written, False, issuing)
         settled = asyncio.ensure_future(self._settle(written, False, issuing))
-        provisional = EffectResult(value=value, error=error, replayed=False)
+        provisional = _outcome(written, replayed=False)
         return Deferred(self.effect.key, provisional, settled)
 
     async def _settle(
@@ -336,9 +356,7 @@ class _Performance:
         if kept != written:
             what = f"{effect.key} ({effect.kind.value} {effect.name})"
             logger.warning("effect %s: an earlier done is kept", what)
-        return EffectResult(
-            value=kept.result, error=kept.error, replayed=replayed or kept != written
-        )
+        return _outcome(kept, replayed=replayed or kept != written)
 
     def _fail_closed(self, reason: str) -> EffectUnknown:
         effect = self.effect

@@ -4,11 +4,19 @@ An effect (a model call or a tool call of an agent run) is journalled twice unde
 deterministic idempotency key (:func:`effect_key`): ``issued`` before the call, ``done`` with the
 result after it. Both live in a compacted Kafka topic, under separate record keys
 (:func:`record_key`), so that compaction of a late ``issued`` can never hide a ``done``.
+
+Schema versions (:data:`SCHEMA_VERSION`; :data:`UPGRADERS` read every older one):
+
+* 1: the first version.
+* 2: ``settled_by`` on ``done``: how a call whose outcome a crash left unknown was settled
+  (absent in version 1, which did not say: ``None``). ``tests/fixtures/journal/`` keeps
+  entries of every version, read in the tests.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -18,17 +26,36 @@ from sluicegate.agents.journal.exceptions import JournalCorruptError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "UPGRADERS",
     "EffectKind",
     "EntryStatus",
     "JournalEntry",
+    "SettledBy",
     "effect_key",
     "record_key",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest ``schema_version`` of a journal entry this code writes and reads."""
 
 EntryStatus = Literal["issued", "done"]
+
+SettledBy = Literal["retry", "lookup", "call_after_lookup"]
+"""How a ``done`` settled a call whose outcome was unknown (``issued`` without ``done`` after a
+crash): ``retry``, called again with the same key (the service must deduplicate);
+``lookup``, the tool's lookup found the effect and its result is the one recorded;
+``call_after_lookup``, the lookup found nothing, so the call ran (again, if the lookup was
+wrong)."""
+
+_Document = dict[str, Any]
+
+
+def _v1_to_v2(doc: _Document) -> _Document:
+    return {**doc, "settled_by": None, "schema_version": 2}
+
+
+UPGRADERS: Mapping[int, Callable[[_Document], _Document]] = {1: _v1_to_v2}
+"""From each older ``schema_version`` ``k`` to ``k + 1``: pure functions of the JSON document."""
 
 
 class EffectKind(StrEnum):
@@ -43,7 +70,7 @@ class JournalEntry(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     key: str
     """The effect's idempotency key, from :func:`effect_key`."""
     run_id: str
@@ -58,6 +85,9 @@ class JournalEntry(BaseModel):
     """The call's JSON-able result (on ``done``)."""
     error: str | None = None
     """On ``done``, when the effect failed for good: a replay sees the same failure."""
+    settled_by: SettledBy | None = None
+    """On ``done``: how an outcome left unknown by a crash was settled (:data:`SettledBy`);
+    None when the call ran the first time (or the entry is of version 1)."""
     attempt: int
     """The attempt that wrote this entry."""
     written_at: float
@@ -69,7 +99,7 @@ class JournalEntry(BaseModel):
 
     @classmethod
     def decode(cls, raw: bytes) -> JournalEntry:
-        """Read an entry written by :meth:`encode` (by this or an older version).
+        """Read an entry written by :meth:`encode` (by this or an older version, upgraded).
 
         Raises:
             JournalCorruptError: ``raw`` is not a JSON object, has a ``schema_version``
@@ -88,6 +118,10 @@ class JournalEntry(BaseModel):
                 "the newest this code reads; upgrade sluicegate",
                 raw,
             )
+        if isinstance(version, int) and not isinstance(version, bool):
+            while version in UPGRADERS:
+                data = UPGRADERS[version](data)
+                version += 1
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

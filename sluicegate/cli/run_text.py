@@ -93,6 +93,14 @@ def run_text(state: RunState) -> str:
     return table(None, rows)
 
 
+_SETTLED = {
+    "retry": " [retried after unknown outcome: the service must deduplicate]",
+    "lookup": " [settled by lookup after unknown outcome]",
+    "call_after_lookup": " [called after unknown outcome: the lookup found nothing]",
+}
+"""The mark of a tool result that settled an outcome a crash left unknown, by ``settled_by``."""
+
+
 def event_line(event: dict[str, Any]) -> str:
     """One event as a line: its seq, time, step, type and what it says."""
     head = f"#{event.get('seq')} {_time(event.get('at'))} step {event.get('step')}"
@@ -125,7 +133,8 @@ def _what(event: dict[str, Any]) -> str:
             f"error {event['error']}" if event.get("error") else short(event.get("result"), 100)
         )
         recorded = " [recorded]" if event.get("recorded") else ""
-        return f"{event.get('tool')} {event.get('call_id')}{took}{recorded} -> {outcome}"
+        settled = _SETTLED.get(str(event.get("settled_by")), "")
+        return f"{event.get('tool')} {event.get('call_id')}{took}{recorded}{settled} -> {outcome}"
     if kind == "effect_issued":
         return f"{event.get('tool')} {short(event.get('arguments'), 80)} key {event.get('key')}"
     if kind == "tool_rejected":
@@ -169,6 +178,11 @@ def _rollback_what(event: dict[str, Any]) -> str | None:
 def _status_what(event: dict[str, Any]) -> str:
     if event.get("status") == "rolled_back" and "to_step" in event:
         return f"rolled_back to step {event.get('to_step')} (asked by {event.get('by')})"
+    if event.get("unknown_key") is not None:
+        call = f"{event['tool']} call {event.get('call_id')} " if event.get("tool") else ""
+        key = event["unknown_key"]
+        unknown = f"{call}key {key}: it may or may not have happened; a person decides"
+        return f"{event.get('status')}: {event.get('reason')} ({unknown})"
     return f"{event.get('status')}: {event.get('reason')}"
 
 

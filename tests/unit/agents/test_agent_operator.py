@@ -359,6 +359,7 @@ async def test_an_issued_effect_without_done_fails_closed_when_the_tool_cannot_s
         assert await desk.step()
     key = effect_key("r1", 1, 0)
     assert desk.world.events()[-1]["key"] == key
+    call_id = desk.world.events()[-1]["call_id"]
     # The worker wrote `issued`, then died before the call's outcome was recorded.
     issued = JournalEntry(
         key=key,
@@ -377,6 +378,11 @@ async def test_an_issued_effect_without_done_fails_closed_when_the_tool_cannot_s
     assert result.effects == [{"key": key, "tool": "reserve", "status": "unknown"}]
     assert desk.calls["reserve"] == 0
     assert desk.registry.get_sample_value("sluicegate_agent_outcome_unknown_total", LABELS) == 1
+    failure = desk.world.events()[-1]
+    assert failure["type"] == "status"
+    assert (failure["reason"], failure["unknown_key"]) == ("outcome_unknown", key)
+    assert (failure["tool"], failure["on_unknown"]) == ("reserve", "fail")
+    assert failure["call_id"] == call_id  # the call effect_issued named
 
 
 async def test_an_idempotent_write_issued_without_done_is_called_again_with_its_key() -> None:
@@ -403,6 +409,11 @@ async def test_an_idempotent_write_issued_without_done_is_called_again_with_its_
     assert desk.calls == Counter({"tag x for eu": 1})
     written = [(e.key, e.status) for _, e in desk.journal.writes if e and e.name == "tag"]
     assert written == [(key, "issued"), (key, "done")]
+    # The result is marked as a retry's, from the journal's done: a replay of it says so too.
+    (done,) = [e for _, e in desk.journal.writes if e and e.name == "tag" and e.status == "done"]
+    assert done.settled_by == "retry"
+    (tool_event,) = [e for e in desk.world.events() if e["type"] == "tool"]
+    assert tool_event["settled_by"] == "retry"
 
 
 async def test_tools_see_the_task_metadata_before_and_after_a_restore() -> None:

@@ -137,27 +137,68 @@ async def test_a_retryable_failure_propagates_and_leaves_issued_without_done() -
 async def test_lookup_found_records_the_found_value_without_calling() -> None:
     journal, tool = InMemoryJournal(), Tool(found=LookupFound({"refund_id": "r-1"}))
     await journal.write(entry("issued"), partition=4)
-    assert await run(journal, tool) == EffectResult({"refund_id": "r-1"}, None, replayed=True)
+    found = EffectResult({"refund_id": "r-1"}, None, replayed=True, settled_by="lookup")
+    assert await run(journal, tool) == found
     assert tool.events == ["lookup"]
     assert journal.get(KEY)[1] == entry(
-        "done", result={"refund_id": "r-1"}, attempt=2, written_at=1234.5
+        "done", result={"refund_id": "r-1"}, attempt=2, written_at=1234.5, settled_by="lookup"
     )
 
 
 async def test_lookup_not_found_calls_again_without_a_second_issued() -> None:
     journal, tool = InMemoryJournal(), Tool(found=LookupNotFound())
     await journal.write(entry("issued"), partition=4)
-    assert await run(journal, tool) == EffectResult("refunded", None, replayed=False)
+    called = EffectResult("refunded", None, replayed=False, settled_by="call_after_lookup")
+    assert await run(journal, tool) == called
     assert tool.events == ["lookup", "effect.before_call", "call", "effect.after_call"]
     assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+    done = journal.get(KEY)[1]
+    assert done is not None
+    assert done.settled_by == "call_after_lookup"
 
 
 async def test_retry_calls_again_with_the_same_key() -> None:
     journal, tool = InMemoryJournal(), Tool()
     await journal.write(entry("issued"), partition=4)
-    assert await run(journal, tool, OnUnknown.RETRY) == EffectResult("refunded", None, False)
+    retried = EffectResult("refunded", None, False, settled_by="retry")
+    assert await run(journal, tool, OnUnknown.RETRY) == retried
     assert "lookup" not in tool.events
     assert [e.status for _, e in journal.writes if e is not None] == ["issued", "done"]
+
+
+@pytest.mark.parametrize(
+    ("on_unknown", "found", "settled_by"),
+    [
+        (OnUnknown.RETRY, None, "retry"),
+        (OnUnknown.LOOKUP, LookupFound("refunded"), "lookup"),
+        (OnUnknown.LOOKUP, LookupNotFound(), "call_after_lookup"),
+    ],
+    ids=["retry", "lookup", "call-after-lookup"],
+)
+async def test_how_an_unknown_outcome_was_settled_survives_a_crash_before_the_safe_point(
+    on_unknown: OnUnknown, found: LookupResult | None, settled_by: str
+) -> None:
+    journal = InMemoryJournal()
+    await journal.write(entry("issued"), partition=4)
+    first = await run(journal, Tool(found=found), on_unknown)
+    assert isinstance(first, EffectResult)
+    assert first.settled_by == settled_by
+    # The worker dies after done, before the run's safe point: the replay still says it.
+    tool = Tool()
+    again = await run(journal, tool, on_unknown)
+    assert again == EffectResult("refunded", None, replayed=True, settled_by=settled_by)
+    assert tool.events == []
+
+
+async def test_a_first_call_is_not_marked_as_settled() -> None:
+    journal = InMemoryJournal()
+    outcome = await run(journal, Tool(), OnUnknown.RETRY, defer=True)
+    assert isinstance(outcome, Deferred)
+    assert outcome.provisional.settled_by is None
+    assert (await outcome.settled).settled_by is None
+    done = journal.get(KEY)[1]
+    assert done is not None
+    assert done.settled_by is None
 
 
 @pytest.mark.parametrize(

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
 from sluicegate.agents.journal import (
+    SCHEMA_VERSION,
     EffectKind,
     JournalCorruptError,
     JournalEntry,
     effect_key,
     record_key,
 )
+from sluicegate.agents.journal.entries import UPGRADERS
 from sluicegate.operators.exceptions import FatalError
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "journal"
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -43,19 +48,61 @@ def make_entry(**fields: object) -> JournalEntry:
     request=st.dictionaries(st.text(), JSON, max_size=3),
     result=JSON,
     error=st.none() | st.text(),
+    settled_by=st.sampled_from([None, "retry", "lookup", "call_after_lookup"]),
 )
 def test_an_entry_round_trips(
-    status: str, kind: EffectKind, request: dict[str, object], result: object, error: str | None
+    status: str,
+    kind: EffectKind,
+    request: dict[str, object],
+    result: object,
+    error: str | None,
+    settled_by: str | None,
 ) -> None:
-    entry = make_entry(status=status, kind=kind, request=request, result=result, error=error)
+    entry = make_entry(
+        status=status, kind=kind, request=request, result=result, error=error,
+        settled_by=settled_by,
+    )  # fmt: skip
     assert JournalEntry.decode(entry.encode()) == entry
 
 
 def test_the_encoding_is_versioned_json() -> None:
     data = json.loads(make_entry().encode())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
     assert data["kind"] == "tool"
     assert data["status"] == "done"
+    assert data["settled_by"] is None
+
+
+def test_every_version_below_the_current_one_has_an_upgrader() -> None:
+    assert sorted(UPGRADERS) == list(range(1, SCHEMA_VERSION))
+
+
+@pytest.mark.parametrize("status", ["issued", "done"])
+def test_version_1_entries_of_the_fixtures_read_as_the_current_version(status: str) -> None:
+    raw = (FIXTURES / f"entry-v1-{status}.json").read_bytes()
+    assert json.loads(raw)["schema_version"] == 1
+    entry = JournalEntry.decode(raw)
+    assert (entry.schema_version, entry.status, entry.settled_by) == (2, status, None)
+    assert entry.key == "refund-7/2/call_1"
+    if status == "done":
+        assert entry.result == {"refund_id": "r-7", "amount": 12.5}
+    else:
+        assert entry.request == {"order_id": "o-7", "amount": 12.5}
+
+
+def test_version_2_entries_of_the_fixtures_read_and_keep_how_a_call_was_settled() -> None:
+    done = JournalEntry.decode((FIXTURES / "entry-v2-done-retried.json").read_bytes())
+    assert (done.status, done.settled_by, done.attempt) == ("done", "retry", 2)
+    issued = JournalEntry.decode((FIXTURES / "entry-v2-issued.json").read_bytes())
+    assert (issued.status, issued.settled_by) == ("issued", None)
+    # The current code writes what the fixture holds, byte for byte.
+    assert done.encode() + b"\n" == (FIXTURES / "entry-v2-done-retried.json").read_bytes()
+
+
+def test_an_unknown_settlement_is_refused() -> None:
+    raw = make_entry(settled_by="retry").encode().replace(b'"retry"', b'"guess"')
+    with pytest.raises(JournalCorruptError, match="invalid entry"):
+        JournalEntry.decode(raw)
 
 
 def test_entries_are_frozen() -> None:
@@ -87,9 +134,9 @@ def test_garbage_is_refused_with_a_clear_error(raw: bytes, problem: str) -> None
 
 def test_a_newer_schema_version_is_refused_not_guessed() -> None:
     data = json.loads(make_entry().encode())
-    data["schema_version"] = 2
+    data["schema_version"] = 3
     data["new_field"] = "from the future"
-    with pytest.raises(JournalCorruptError, match="schema_version 2 is newer than 1") as caught:
+    with pytest.raises(JournalCorruptError, match="schema_version 3 is newer than 2") as caught:
         JournalEntry.decode(json.dumps(data).encode())
     assert "upgrade" in caught.value.problem
 

@@ -88,3 +88,38 @@ async def test_the_views_show_a_rollback() -> None:
     assert "#1 to step 0 by ann" in shown
     assert "undone compensated" in shown
     assert "undone by_hand" in shown
+
+
+def _tool_event(**fields: object) -> dict[str, object]:
+    return {
+        "seq": 3, "at": 1000.0, "step": 1, "type": "tool", "tool": "issue_refund",
+        "call_id": "call_1", "key": "r1/1/call_1", "result": {"refund_id": "r-1"}, "error": None,
+    } | fields  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settled_by", "mark"),
+    [
+        ("retry", "[retried after unknown outcome: the service must deduplicate]"),
+        ("lookup", "[settled by lookup after unknown outcome]"),
+        ("call_after_lookup", "[called after unknown outcome: the lookup found nothing]"),
+    ],
+)
+def test_history_marks_a_result_that_settled_an_unknown_outcome(settled_by: str, mark: str) -> None:
+    line = history_text([_tool_event(settled_by=settled_by)])
+    assert f"tool: issue_refund call_1 {mark} -> " in line
+    assert "unknown outcome" not in history_text([_tool_event()])
+
+
+def test_history_names_the_call_and_key_a_run_failed_closed_on() -> None:
+    failed = {
+        "seq": 4, "at": 1000.0, "step": 1, "type": "status", "status": "failed",
+        "reason": "outcome_unknown", "unknown_key": "r1/1/call_1", "tool": "issue_refund",
+        "call_id": "call_1", "on_unknown": "fail",
+    }  # fmt: skip
+    assert history_text([failed]).endswith(
+        "status: failed: outcome_unknown (issue_refund call call_1 key r1/1/call_1: it may or "
+        "may not have happened; a person decides)"
+    )
+    del failed["tool"]  # an event written before the call was named
+    assert "(key r1/1/call_1: it may" in history_text([failed])
