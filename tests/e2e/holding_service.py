@@ -4,7 +4,8 @@ releases it, so that the test can kill the caller while the write is in flight.
 
 * ``POST /write`` (header ``Idempotency-Key``): recorded in `HoldingService.writes` on arrival;
   the first one waits while `HoldingService.hold_first` until `HoldingService.release`; then it
-  executes (no deduplication: every request does) and answers ``{"key", "written"}``.
+  executes (no deduplication: every request does) and answers ``{"key", "written"}``, unless
+  released with ``execute=False``: then the held write is dropped (answered 503, never run).
 * ``GET /effects/<key>``: recorded in `HoldingService.lookups`; answers what the executed write
   of ``key`` left, ``{"key", "found": "by lookup", "written"}`` (404: none executed), so a tool
   with ``on_unknown=lookup`` can settle an outcome a crash hid, and the test can tell the
@@ -38,6 +39,7 @@ class HoldingService:
         self._holding = hold_first
         self._held: str | None = None
         self._released = threading.Event()
+        self._execute_held = True
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,6 +53,9 @@ class HoldingService:
                         service._held = key
                 if hold:  # on the wire: the caller may die now, the write still executes
                     service._released.wait(_HOLD_LIMIT_S)
+                    if not service._execute_held:
+                        self._reply(503, {"error": "dropped"})
+                        return
                 with service._lock:
                     answer = {"key": key, "written": service.writes[key]}
                     service.executed[key] = answer
@@ -91,8 +96,10 @@ class HoldingService:
         with self._lock:
             return None if self._released.is_set() else self._held
 
-    def release(self) -> None:
-        """Let the held write (and any later one) execute."""
+    def release(self, *, execute: bool = True) -> None:
+        """Let the held write go on (and any later one): executed, or dropped without running
+        when not ``execute``."""
+        self._execute_held = execute
         self._released.set()
 
     def close(self) -> None:

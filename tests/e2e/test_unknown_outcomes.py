@@ -10,7 +10,8 @@ write on the wire until the test releases it. One test per ``on_unknown`` rule:
   of the ``SluicegateEffectOutcomeUnknown`` alert) is 1, and nothing is called again;
   ``retry`` makes exactly one more call with the same key, its result marked
   ``settled_by: retry``; ``lookup`` settles it by the lookup, whose answer is the recorded
-  result, and calls nothing again.
+  result, and calls nothing again; and when the held write was dropped (it never ran), the
+  lookup finds nothing and the call is made once more (``settled_by: call_after_lookup``).
 * **coordinator killed** while the write is held, then started again, then the write released:
   the worker is not restarted (the same PID throughout), the call finishes and is journaled
   once, and the run completes.
@@ -254,10 +255,16 @@ def scene_of(
         scene.close()
 
 
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(
+    ("rule", "executed"),
+    [("fail", True), ("retry", True), ("lookup", True), ("lookup", False)],
+    ids=["fail", "retry", "lookup", "lookup-finds-nothing"],
+)
 async def test_a_worker_killed_with_a_write_in_flight_settles_it_by_the_rule(
-    rule: str, scene_of: SceneOf
+    rule: str, executed: bool, scene_of: SceneOf
 ) -> None:
+    """``executed``: the held write runs once released (its answer goes nowhere), or is dropped
+    without running."""
     scene = scene_of(rule)
     cluster, service = scene.cluster, scene.service
     for name in ("coordinator", "w1"):
@@ -265,8 +272,9 @@ async def test_a_worker_killed_with_a_write_in_flight_settles_it_by_the_rule(
     await scene.submit()
     key = await scene.held_and_issued()
     scene.sigkill("w1")
-    service.release()  # the write executes, its answer goes nowhere: the outcome is unknown
-    await wait_for(lambda: key in service.executed, timeout_s=10, what=f"{key} executed")
+    service.release(execute=executed)  # its answer goes nowhere: the outcome is unknown
+    if executed:
+        await wait_for(lambda: key in service.executed, timeout_s=10, what=f"{key} executed")
     cluster.start("w1")
     result = await scene.result()
     events = await scene.events()
@@ -298,6 +306,15 @@ async def test_a_worker_killed_with_a_write_in_flight_settles_it_by_the_rule(
         assert f"tool: write call-write ({tool_event['duration_ms']:.0f} ms) {mark}" in (
             scene.history()
         )
+    elif not executed:
+        assert result["status"] == "done", result
+        assert service.writes == {key: 2}, "the lookup found nothing: the call runs once more"
+        assert service.lookups[key] >= 1
+        (tool_event,) = tools
+        assert tool_event["result"] == {"key": key, "written": 2}
+        assert tool_event["settled_by"] == "call_after_lookup"
+        assert [d.settled_by for d in done] == ["call_after_lookup"]
+        assert "[called after unknown outcome: the lookup found nothing]" in scene.history()
     else:
         assert result["status"] == "done", result
         assert service.writes == {key: 1}, "the lookup found it, yet it was called again"
