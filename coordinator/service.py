@@ -38,10 +38,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from sluicegate.coordinator.adoption import Restart
-from sluicegate.coordinator.assignment import unbalanced
 from sluicegate.coordinator.checkpoint_stats import CheckpointStats
 from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
 from sluicegate.coordinator.checkpoints.tracker import (
@@ -61,6 +61,19 @@ from sluicegate.coordinator.placement import Placement
 from sluicegate.coordinator.recovery import Recovery
 from sluicegate.coordinator.restart import GiveUp
 from sluicegate.coordinator.restore_choice import CannotRestore
+from sluicegate.coordinator.running import (
+    ApplyRetention,
+    CommitOffsets,
+    Complete,
+    Fail,
+    MarkCorrupt,
+    Rebalance,
+    Running,
+    RunningAction,
+    SendAssign,
+    Trigger,
+    TriggerPurpose,
+)
 from sluicegate.coordinator.savepoints.driver import SavepointDriver
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
 from sluicegate.coordinator.settings import CoordinatorSettings
@@ -122,7 +135,10 @@ class Coordinator:
             timeout_seconds=self.settings.heartbeat_timeout_seconds
         )
         self.tracker: CheckpointTracker | None = None
-        self.assign: Assign | None = None
+        """The tracker of the current attempt, ready before its assignment is taken up."""
+        self._running: Running | None = None
+        """The running phase of the current attempt (None until assigned, and while
+        recovering): its decisions (`coordinator.running`) are performed by `_execute`."""
         self.attempt = 0
         self.stats = CheckpointStats()
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
@@ -155,6 +171,11 @@ class Coordinator:
         """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
 
     @property
+    def assign(self) -> Assign | None:
+        """The assignment of the running attempt (None while recovering)."""
+        return self._running.assign if self._running is not None else None
+
+    @property
     def kafka(self) -> KafkaLike:
         """The Kafka cluster the job runs on."""
         return self._bootstrap
@@ -178,8 +199,8 @@ class Coordinator:
         """What this coordinator knows now, as one frozen copy for its readers
         (`coordinator.facts`); ``now``: monotonic seconds, for which workers are alive."""
         now = time.monotonic() if now is None else now
-        stats, tracker, stop = self.stats, self._running_tracker, self.stopping
-        in_flight = tracker.in_flight if tracker is not None else None
+        stats, running, stop = self.stats, self._running, self.stopping
+        in_flight = running.in_flight if running is not None else None
         alive = set(self.liveness.alive(now))
         workers = tuple(
             WorkerFacts(w, w in alive, entry.last_seen, entry.info)
@@ -241,12 +262,13 @@ class Coordinator:
         """Trigger a checkpoint now if the tracker allows it (``full``: a full one); its id,
         or None. Raises `FencedError` once fenced (as do a stop and a savepoint)."""
         self._refuse_if_fenced()
-        if self.tracker is None or self.assign is None:
+        if self._running is None:
             return None
-        trigger = self.tracker.trigger(time.monotonic(), forced=True)
+        now = time.monotonic()
+        trigger = self._running.trigger(now, TriggerPurpose.REQUESTED, full=full)
         if trigger is None:
             return None
-        await self._send_trigger(trigger.checkpoint_id, trigger.attempt, full=full)
+        await self._execute([trigger], now)
         return trigger.checkpoint_id
 
     def request_stop(self, *, final_checkpoint: bool = True) -> None:
@@ -256,13 +278,15 @@ class Coordinator:
         self._refuse_if_fenced()
         if self.job.state is JobState.STOPPING or self.job.is_terminal:
             return
-        tracker = self._running_tracker
+        running = self._running
         self.stopping = StopSequence(
             final_checkpoint=final_checkpoint,
-            in_flight=tracker.in_flight if tracker is not None else None,
-            running_attempt=tracker is not None,
+            in_flight=running.in_flight if running is not None else None,
+            running_attempt=running is not None,
             timeout_seconds=self.settings.stop_timeout_seconds,
         )
+        if running is not None:
+            running.stop()
         self._recovery.cancel()
         self.job.apply(JobEvent.STOP_REQUESTED)
         logger.info(
@@ -305,11 +329,12 @@ class Coordinator:
         elif self._recovery.due(now):
             await self._new_attempt()
             await self._try_assign(now)
-        elif self.assign is None:
+        elif self._running is None:
             if not self._recovery.pending:
                 await self._try_assign(now)
         else:
-            await self._drive_checkpoints(now)
+            waiting = self.savepoints.wants_checkpoint() is not None
+            await self._execute(self._running.tick(now, savepoint_waiting=waiting), now)
 
     async def _newly_fenced(self, now: float) -> bool:
         fence = self.fence
@@ -318,22 +343,8 @@ class Coordinator:
     async def _forget_dead_workers(self, now: float) -> None:
         for worker in self.liveness.dead(now):
             self.liveness.forget(worker)
-            if self._assigned(worker):
-                await self._fail(f"worker {worker} missed its heartbeats", now)
-
-    async def _drive_checkpoints(self, now: float) -> None:
-        """The running phase: trigger what is due (a savepoint's checkpoint first, then the
-        periodic one), and abort a checkpoint that timed out."""
-        if self.tracker is None:
-            return
-        waiting = self.savepoints.wants_checkpoint()
-        if waiting is not None and (trigger := self.tracker.trigger(now, forced=True)):
-            waiting.triggered(trigger.checkpoint_id)
-            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
-        if self._periodic_due(now) and (trigger := self.tracker.trigger(now)):
-            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
-        if (abort := self.tracker.on_tick(now)) is not None:
-            await self._abort(abort)
+            if (running := self._running) is not None:
+                await self._execute(running.on_worker_lost(worker, "missed its heartbeats"), now)
 
     async def _on_message(self, message: FromWorker) -> None:
         now = time.monotonic()
@@ -342,36 +353,27 @@ class Coordinator:
         elif isinstance(message, Retired):
             if (retiring := self.placement.retiring) is not None:
                 retiring.on_retired(message.worker_id, message.attempt)
-        elif self.tracker is None or self.assign is None:
+        elif (running := self._running) is None:
             return  # recovering: the new attempt gets a new tracker
         elif isinstance(message, CheckpointAck):
-            await self._on_ack(self.tracker, message, now)
+            await self._execute(running.on_ack(message), now)
         elif isinstance(message, CheckpointDecline):
-            abort = self.tracker.on_decline(
-                message.checkpoint_id, message.attempt, message.subtask, message.reason, now
-            )
-            if abort is not None:
-                await self._abort(abort)
-        elif isinstance(message, SubtaskFailed) and message.attempt == self.attempt:
-            if message.corrupt_checkpoint is not None:
-                logger.error(
-                    "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
-                    message.corrupt_checkpoint, message.reason,
-                )  # fmt: skip
-                self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
-                await self.manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
-            await self._fail(
-                f"subtask {message.subtask} failed: {message.reason}", now, message.subtask
-            )
+            await self._execute(running.on_decline(message, now), now)
+        elif isinstance(message, SubtaskFailed):
+            await self._execute(running.on_subtask_failed(message), now)
 
     async def _on_heartbeat(self, beat: Heartbeat, now: float) -> None:
         known = self.liveness.get(beat.worker_id)
         self.liveness.on_heartbeat(beat.worker_id, now, beat)
         if known is None:
             logger.info("worker %s joined with %s slots", beat.worker_id, beat.slots)
-        elif known.info.incarnation != beat.incarnation and self._assigned(beat.worker_id):
+        elif (
+            known.info.incarnation != beat.incarnation
+            and (running := self._running) is not None
+            and (lost := running.on_worker_lost(beat.worker_id, "restarted and lost its subtasks"))
+        ):
             # Restarted under the same id: its subtasks are gone, the others run on.
-            await self._fail(f"worker {beat.worker_id} restarted and lost its subtasks", now)
+            await self._execute(lost, now)
             return
         if beat.attempt > self.attempt and not self.placement.adopting:
             # Placed by another coordinator: this one is fenced, or takes the workers back.
@@ -381,43 +383,57 @@ class Coordinator:
             if elsewhere is not None:
                 await self._fail(elsewhere, now)
             return
-        if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
-            await self._broadcast(self.assign)  # it missed the assignment: send it again
+        if self._running is not None:
+            await self._execute(self._running.on_heartbeat(beat), now)  # missed its Assign?
         elif (retiring := self.placement.retiring) and beat.worker_id not in retiring.retired:
             await self._broadcast(Retire(retiring.attempt))  # joined, or missed it
 
-    async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
-        commit = tracker.on_ack(ack)
-        if commit is None:
-            return
-        manifest = await self._commit(tracker, commit, now)
-        if manifest is None:
-            return
-        done = tracker.on_manifest_committed(commit.checkpoint_id, now)
-        if done is None:
-            return
-        self._storage_backoff.succeeded()
-        self.stats.on_completed(manifest, time.monotonic())
-        if self.job.state is JobState.CHECKPOINTING:
-            self.job.apply(JobEvent.CHECKPOINT_ENDED)
-        await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
-        if self.stopping is not None:
-            self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
-        self.savepoints.on_completed(manifest)
-        if self._offsets is not None:
-            await self._offsets.commit(manifest)
-        pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
-        await self._housekeeping.after_completed(
-            self.stats.completed, pinned=(*pinned, *self.savepoints.pinned())
-        )
-        await self._rebalance(now)
+    async def _execute(self, actions: Iterable[RunningAction], now: float) -> None:
+        """Perform what the running phase answered, in its order (`coordinator.running`)."""
+        for action in actions:
+            match action:
+                case Trigger():
+                    await self._send_trigger(action)
+                case AbortCheckpoint():
+                    await self._abort(action)
+                case CommitManifest():
+                    await self._execute(await self._commit(action, now), now)
+                case Complete(manifest=manifest):
+                    self.stats.on_completed(manifest, time.monotonic())
+                    if self.job.state is JobState.CHECKPOINTING:
+                        self.job.apply(JobEvent.CHECKPOINT_ENDED)
+                    n = manifest.checkpoint_id
+                    await self._broadcast(CheckpointCompleted(n, manifest.attempt))
+                    if self.stopping is not None:
+                        self.stopping.checkpoint_ended(n, completed=True)
+                    self.savepoints.on_completed(manifest)
+                case CommitOffsets(manifest=manifest):
+                    if self._offsets is not None:
+                        await self._offsets.commit(manifest)
+                case ApplyRetention(pinned=pinned):
+                    await self._housekeeping.after_completed(
+                        self.stats.completed, pinned=(*pinned, *self.savepoints.pinned())
+                    )
+                case Rebalance():
+                    self._rebalance(action, now)
+                case MarkCorrupt(checkpoint_id=corrupt, reason=reason):
+                    logger.error(
+                        "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
+                        corrupt, reason,
+                    )  # fmt: skip
+                    self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
+                    await self.manifests.mark_corrupt(corrupt, reason)
+                case Fail(reason=reason, subtask=subtask):
+                    await self._fail(reason, now, subtask)
+                case SendAssign(assign=assign):
+                    await self._broadcast(assign)
 
-    async def _commit(
-        self, tracker: CheckpointTracker, commit: CommitManifest, now: float
-    ) -> CheckpointManifest | None:
-        """1. build the manifest from the acks; 2. commit it with create-if-absent; 3. the
-        committed manifest, or None after aborting the checkpoint (the manifest exists already,
-        or storage failed: the job runs on, and periodic checkpoints back off)."""
+    async def _commit(self, commit: CommitManifest, now: float) -> list[RunningAction]:
+        """1. build the manifest from the acks; 2. commit it with create-if-absent; 3. tell the
+        running phase it completed, or that it failed (the manifest exists already, or storage
+        failed: the checkpoint aborts, the job runs on, and periodic checkpoints back off)."""
+        running = self._running
+        assert running is not None
         manifest = CheckpointManifest.from_acks(
             self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
             triggered_at=self.stats.triggered_at(commit.checkpoint_id),
@@ -426,32 +442,26 @@ class Coordinator:
         try:
             await self.manifests.commit(manifest)
         except AlreadyExistsError:
-            reason = "the manifest exists already"
+            reason, storage_failed = "the manifest exists already", False
         except StorageError as exc:
-            reason = f"checkpoint storage failed: {exc}"
-            self._storage_backoff.failed(now)
+            reason, storage_failed = f"checkpoint storage failed: {exc}", True
         else:
-            return manifest
-        if (abort := tracker.on_manifest_failed(commit.checkpoint_id, reason, now)) is not None:
-            await self._abort(abort)
-        return None
+            slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
+            return running.on_manifest_committed(manifest, now, slots)
+        return running.on_manifest_failed(
+            commit.checkpoint_id, reason, now, storage_failed=storage_failed
+        )
 
-    async def _rebalance(self, now: float) -> None:
+    def _rebalance(self, rebalance: Rebalance, now: float) -> None:
         """Reassign when the live workers call for another plan (a worker joined): through
         recovery from the checkpoint that just completed, with no restart delay (nothing
         failed, so the restart policy is left alone)."""
-        if self.assign is None or self.stopping is not None or self.job.is_terminal:
-            return
-        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
-        plan = unbalanced(self._subtasks, slots, self.assign.assignment)
-        if plan is None:
-            return
         logger.info(
             "pipeline %s: rebalancing over workers %s (planned %s)",
-            self.graph.name, sorted(slots), plan,
+            self.graph.name, sorted(rebalance.slots), rebalance.plan,
         )  # fmt: skip
         self.job.apply(JobEvent.FAILURE_DETECTED)
-        self.assign = None
+        self._running = None
         self._recovery.rebalance(now)
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
@@ -480,29 +490,27 @@ class Coordinator:
             self.stopping.on_failure(reason)
             return
         logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
-        if self.tracker is not None and self.tracker.in_flight is not None:
+        if self._running is not None and self._running.in_flight is not None:
             self.stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
         self.savepoints.on_recovery()
         self.job.apply(JobEvent.FAILURE_DETECTED)
-        self.assign = None
+        self._running = None
         if isinstance(decision := self._recovery.on_failure(now), GiveUp):
             logger.error("pipeline %s failed: %s", self.graph.name, decision.reason)
             self.job.apply(JobEvent.RESTARTS_EXHAUSTED)
 
     async def _drive_stop(self, stop: StopSequence, now: float) -> None:
         """Do what the stop sequence asks for now; `coordinator.stopping` has its phases."""
-        tracker = self._running_tracker
-        if tracker is not None and (abort := tracker.on_tick(now)) is not None:
-            await self._abort(abort)  # the final checkpoint timed out
-        assignment = self.assign.assignment if self.assign is not None else {}
+        attempt = self._running
+        if attempt is not None:
+            await self._execute(attempt.tick(now), now)  # the final checkpoint may time out
+        assignment = attempt.assign.assignment if attempt is not None else {}
         running = still_running(self.liveness.alive_infos(now), assignment, self.attempt)
-        in_flight = tracker is not None and tracker.in_flight is not None
+        in_flight = attempt is not None and attempt.in_flight is not None
         match stop.on_tick(now, checkpoint_in_flight=in_flight, running=running):
             case TriggerFinal():
-                trigger = tracker.trigger(now, forced=True) if tracker is not None else None
-                if trigger is not None:
-                    stop.final_triggered(trigger.checkpoint_id)
-                    await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
+                if attempt is not None and (last := attempt.trigger(now, TriggerPurpose.FINAL)):
+                    await self._execute([last], now)
             case SendStop():
                 await self._broadcast(StopSubtasks(self.attempt))
             case Finish(unconfirmed=unconfirmed):
@@ -525,17 +533,6 @@ class Coordinator:
     def _refuse_if_fenced(self) -> None:
         if self.fence is not None:
             self.fence.refuse()
-
-    def _periodic_due(self, now: float) -> bool:
-        return self.settings.periodic_checkpoints and not self._storage_backoff.waiting(now)
-
-    @property
-    def _running_tracker(self) -> CheckpointTracker | None:
-        """The tracker of the attempt whose subtasks are assigned (None while recovering)."""
-        return self.tracker if self.assign is not None else None
-
-    def _assigned(self, worker: str) -> bool:
-        return bool(self.assign and self.assign.assignment.get(worker))
 
     async def _start_or_adopt(self) -> None:
         """Step 1 of the module docstring: adopt when the newest plan's workers may still run
@@ -573,13 +570,17 @@ class Coordinator:
     def _take_up(self, assignment: dict[str, tuple[str, ...]], restore_from: int | None) -> Assign:
         """``assignment`` runs the current attempt, restored from ``restore_from``."""
         assert self.tracker is not None
-        self.assign = Assign(
+        assign = Assign(
             attempt=self.attempt,
             restore_from=restore_from,
             next_checkpoint_id=self.tracker.next_checkpoint_id,
             assignment=assignment,
         )
-        return self.assign
+        self._running = Running(
+            self.tracker, assign, self._storage_backoff,
+            subtasks=self._subtasks, periodic=self.settings.periodic_checkpoints,
+        )  # fmt: skip
+        return assign
 
     async def _new_attempt(self) -> None:
         """Take the next attempt durably, prepare its tracker, and start its phase one."""
@@ -624,26 +625,31 @@ class Coordinator:
         if not self.fenced:
             await self._link.send(message)
 
-    async def _send_trigger(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
-        """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
-        right after); 2. tell every source subtask to take its barrier where it reads now."""
+    async def _send_trigger(self, trigger: Trigger) -> None:
+        """1. tell the savepoint or the stop the checkpoint serves; 2. record its id as used (ids
+        never repeat, even if this process dies right after); 3. tell every source subtask to
+        take its barrier where it reads now."""
+        n = trigger.checkpoint_id
+        if trigger.purpose is TriggerPurpose.SAVEPOINT and (
+            waiting := self.savepoints.wants_checkpoint()
+        ):
+            waiting.triggered(n)
+        elif trigger.purpose is TriggerPurpose.FINAL and self.stopping is not None:
+            self.stopping.final_triggered(n)
         if self.job.state is JobState.RUNNING:
             self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
         now = time.monotonic()
-        self.stats.on_triggered(checkpoint_id, now, time.time())
+        self.stats.on_triggered(n, now, time.time())
         try:
             every = self.settings.full_checkpoint_every
-            full = full or (every > 0 and checkpoint_id % every == 0)
-            await mark_triggered(self.storage, checkpoint_id, full=full)
+            full = trigger.full or (every > 0 and n % every == 0)
+            await mark_triggered(self.storage, n, full=full)
         except StorageError as exc:
-            self._storage_backoff.failed(now)
-            abort = None if self.tracker is None else self.tracker.on_trigger_failed(
-                checkpoint_id, f"checkpoint storage failed: {exc}", now
-            )  # fmt: skip
-            if abort is not None:
-                await self._abort(abort)
+            if self._running is not None:
+                reason = f"checkpoint storage failed: {exc}"
+                await self._execute(self._running.on_trigger_failed(n, reason, now), now)
             return
-        await self._broadcast(TriggerCheckpoint(checkpoint_id, attempt))
+        await self._broadcast(TriggerCheckpoint(n, trigger.attempt))
 
 
 def _restart_wait(at: float | None, now: float) -> str | None:

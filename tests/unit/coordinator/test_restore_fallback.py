@@ -68,7 +68,7 @@ async def recover(c: Coordinator) -> None:
     """A new attempt and its assignment, as `Coordinator.run` and a recovery do."""
     if c.assign is not None:
         c.job.apply(JobEvent.FAILURE_DETECTED)
-        c.assign = None
+        c._running = None
     await c._new_attempt()
     await all_retired(c)
     await c._try_assign(time.monotonic())
