@@ -333,7 +333,7 @@ class Coordinator:
             if not self._recovery.pending:
                 await self._try_assign(now)
         else:
-            waiting = self.savepoints.wants_checkpoint() is not None
+            waiting = self.savepoints.wants_checkpoint()
             await self._execute(self._running.tick(now, savepoint_waiting=waiting), now)
 
     async def _newly_fenced(self, now: float) -> bool:
@@ -630,10 +630,8 @@ class Coordinator:
         never repeat, even if this process dies right after); 3. tell every source subtask to
         take its barrier where it reads now."""
         n = trigger.checkpoint_id
-        if trigger.purpose is TriggerPurpose.SAVEPOINT and (
-            waiting := self.savepoints.wants_checkpoint()
-        ):
-            waiting.triggered(n)
+        if trigger.purpose is TriggerPurpose.SAVEPOINT:
+            self.savepoints.triggered(n)
         elif trigger.purpose is TriggerPurpose.FINAL and self.stopping is not None:
             self.stopping.final_triggered(n)
         if self.job.state is JobState.RUNNING:
