@@ -10,13 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from sluicegate.coordinator.checkpoint_stats import AbortReason, HistogramCounts
+from sluicegate.coordinator.checkpoint_stats import AbortReason, CheckpointStats, HistogramCounts
 from sluicegate.coordinator.incidents import Failure, RecentAbort
 from sluicegate.coordinator.job_state import JobState
+from sluicegate.coordinator.savepoints.requests import SavepointRequest
 from sluicegate.operators.protocol.messages import Assign, Heartbeat
 
-__all__ = ["CheckpointFacts", "CoordinatorFacts", "StopFacts", "WorkerFacts"]
+__all__ = [
+    "CheckpointFacts",
+    "CoordinatorFacts",
+    "FactsSource",
+    "StopFacts",
+    "WorkerFacts",
+    "checkpoint_facts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,8 @@ class CoordinatorFacts:
     workers: tuple[WorkerFacts, ...]
     checkpoints: CheckpointFacts
     savepoint_outcomes: Mapping[str, int]
+    savepoint_requests: tuple[SavepointRequest, ...]
+    """Copies of this process's latest savepoint requests, oldest first."""
     last_savepoint: tuple[float, int] | None
     """Seconds from request to written, and size in bytes, of the latest savepoint."""
 
@@ -88,3 +99,33 @@ class CoordinatorFacts:
     def alive(self) -> tuple[WorkerFacts, ...]:
         """The workers whose heartbeats arrive in time."""
         return tuple(w for w in self.workers if w.alive)
+
+
+class FactsSource(Protocol):
+    """What reads a coordinator's facts needs of it (`Coordinator` is one)."""
+
+    def facts(self, now: float | None = None) -> CoordinatorFacts: ...
+
+
+def checkpoint_facts(
+    stats: CheckpointStats,
+    *,
+    in_flight: int | None,
+    recent_aborts: tuple[RecentAbort, ...],
+    interval_seconds: float,
+) -> CheckpointFacts:
+    """A copy of ``stats`` and of the checkpoint ``in_flight`` (None: none)."""
+    return CheckpointFacts(
+        completed=stats.completed,
+        aborted=dict(stats.aborted),
+        duration=stats.duration.copy(),
+        phases={phase: counts.copy() for phase, counts in stats.phases.items()},
+        last_completed_id=stats.last_completed_id,
+        last_completed_at=stats.last_completed_at,
+        last_full_bytes=stats.last_full_bytes,
+        last_incremental_bytes=stats.last_incremental_bytes,
+        in_flight=in_flight,
+        in_flight_triggered_at=None if in_flight is None else stats.triggered_at(in_flight),
+        recent_aborts=recent_aborts,
+        interval_seconds=interval_seconds,
+    )

@@ -67,7 +67,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sluicegate.coordinator.checkpoint_stats import HistogramCounts
-from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.facts import FactsSource
 
 __all__ = ["CoordinatorCollector"]
 
@@ -75,7 +75,7 @@ __all__ = ["CoordinatorCollector"]
 class CoordinatorCollector(Collector):
     """Checkpoint and recovery metrics of one coordinator, labelled by pipeline."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: FactsSource) -> None:
         self._c = coordinator
 
     def collect(self) -> Iterator[Metric]:

@@ -13,7 +13,9 @@ the coordinator's clock, and answers what to do:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sluicegate.coordinator.restart import GiveUp, RestartPolicy
 
@@ -68,6 +70,14 @@ class Recovery:
             return False
         self._at = None
         return True
+
+    def waiting_for(self, now: float) -> str | None:
+        """What the recovery waits for while its restart delay runs (None: it does not)."""
+        at = self._at
+        if at is None or at <= now:
+            return None
+        until = datetime.fromtimestamp(time.time() + at - now, UTC).strftime("%H:%M:%S UTC")
+        return f"the restart delay: the next attempt starts in {at - now:.1f} s, at {until}"
 
     def on_running(self, now: float) -> None:
         """The new attempt runs (the policy counts a stable run from now)."""

@@ -1,11 +1,16 @@
 """The coordinator of one pipeline: assignment, checkpoints, failure detection, recovery.
 
-All decisions happen in one asyncio task without locks (`Coordinator.run`); the decisions
-themselves live in small sans-IO classes: `CheckpointTracker`, `JobStateMachine`,
-`LivenessTracker`, `RestartPolicy`, `plan_retention`; steps 1 and 2 below are
-`coordinator.placement`'s. Workers are reached only through a `CoordinatorLink`: the Kafka
-control topics (`operators.runtime.kafka_control`), or an in-memory bus when coordinator and
-workers share a process (`coordinator.local.LocalJob`): one coordinator loop either way.
+All decisions happen in one asyncio task without locks (`Coordinator.run`, one `step` per
+pass); the decisions themselves live in small sans-IO classes, one per phase of the job:
+placing (`coordinator.placement`, steps 1 and 2 below), running (`coordinator.running.Running`,
+whose actions `_execute` performs), recovering (`coordinator.recovery.Recovery`), stopping
+(`coordinator.stopping.StopSequence`) and, beside running, savepointing
+(`coordinator.savepoints.phase.Savepointing`); under them `CheckpointTracker`,
+`JobStateMachine`, `LivenessTracker`, `RestartPolicy`, `plan_retention`. The table of phases
+is in docs/architecture.md. Readers take `facts()`; every attribute is private. Workers are
+reached only through a `CoordinatorLink`: the Kafka control topics
+(`operators.runtime.kafka_control`), or an in-memory bus when coordinator and workers share a
+process (`coordinator.local.LocalJob`): one coordinator loop either way.
 
 `run` performs, in order:
 
@@ -36,12 +41,12 @@ workers share a process (`coordinator.local.LocalJob`): one coordinator loop eit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from datetime import UTC, datetime
+from collections.abc import Iterable
 
 from sluicegate.coordinator.adoption import Restart
-from sluicegate.coordinator.assignment import unbalanced
 from sluicegate.coordinator.checkpoint_stats import CheckpointStats
 from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
 from sluicegate.coordinator.checkpoints.tracker import (
@@ -50,7 +55,7 @@ from sluicegate.coordinator.checkpoints.tracker import (
     CheckpointTracker,
     CommitManifest,
 )
-from sluicegate.coordinator.facts import CheckpointFacts, CoordinatorFacts, StopFacts, WorkerFacts
+from sluicegate.coordinator.facts import CoordinatorFacts, StopFacts, WorkerFacts, checkpoint_facts
 from sluicegate.coordinator.fencing import Fence, placed_elsewhere, take_epoch
 from sluicegate.coordinator.housekeeping import Housekeeping
 from sluicegate.coordinator.incidents import Failure, RecentAbort
@@ -61,6 +66,19 @@ from sluicegate.coordinator.placement import Placement
 from sluicegate.coordinator.recovery import Recovery
 from sluicegate.coordinator.restart import GiveUp
 from sluicegate.coordinator.restore_choice import CannotRestore
+from sluicegate.coordinator.running import (
+    ApplyRetention,
+    CommitOffsets,
+    Complete,
+    Fail,
+    MarkCorrupt,
+    Rebalance,
+    Running,
+    RunningAction,
+    SendAssign,
+    Trigger,
+    TriggerPurpose,
+)
 from sluicegate.coordinator.savepoints.driver import SavepointDriver
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
 from sluicegate.coordinator.settings import CoordinatorSettings
@@ -113,46 +131,57 @@ class Coordinator:
         link: CoordinatorLink | None = None,
     ) -> None:
         """``link``: the control plane to the workers (default: the Kafka control topics)."""
-        self.graph = graph
-        self.storage = storage
-        self.manifests = ManifestStore(storage)
-        self.settings = settings or CoordinatorSettings()
-        self.job = JobStateMachine()
-        self.liveness: LivenessTracker[Heartbeat] = LivenessTracker(
-            timeout_seconds=self.settings.heartbeat_timeout_seconds
+        self._graph = graph
+        self._storage = storage
+        self._manifests = ManifestStore(storage)
+        self._settings = settings or CoordinatorSettings()
+        self._job = JobStateMachine()
+        self._liveness: LivenessTracker[Heartbeat] = LivenessTracker(
+            timeout_seconds=self._settings.heartbeat_timeout_seconds
         )
-        self.tracker: CheckpointTracker | None = None
-        self.assign: Assign | None = None
-        self.attempt = 0
-        self.stats = CheckpointStats()
+        self._tracker: CheckpointTracker | None = None
+        """The tracker of the current attempt, ready before its assignment is taken up."""
+        self._running: Running | None = None
+        """The running phase of the current attempt (None until assigned, and while
+        recovering): its decisions (`coordinator.running`) are performed by `_execute`."""
+        self._attempt = 0
+        self._stats = CheckpointStats()
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
-        self.aborts: list[RecentAbort] = []
-        self.restore_fallbacks = 0
-        self.failure: Failure | None = None
+        self._aborts: list[RecentAbort] = []
+        self._restore_fallbacks = 0
+        self._failure: Failure | None = None
         """The last failure seen (the job's reason when it ends ``failed``)."""
         self._link = link or KafkaCoordinatorLink(bootstrap, graph.name)
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
-        self._recovery = Recovery(self.settings.restart_policy())
+        self._recovery = Recovery(self._settings.restart_policy())
         """The recovering phase: when the next attempt starts (`coordinator.recovery`)."""
         self._offsets: SourceOffsets | None = None
         self._housekeeping = Housekeeping(
             storage,
-            keep=self.settings.keep_checkpoints,
-            audit_every=self.settings.audit_every,
-            blob_gc_interval_s=self.settings.blob_gc_interval_seconds,
+            keep=self._settings.keep_checkpoints,
+            audit_every=self._settings.audit_every,
+            blob_gc_interval_s=self._settings.blob_gc_interval_seconds,
         )
         self._storage_backoff = StorageBackoff()
-        self.placement = Placement(graph, self._subtasks, storage, self.manifests, self.settings)
+        self._placement = Placement(graph, self._subtasks, storage, self._manifests, self._settings)
         """Steps 1 and 2 of the module docstring: adoption, phase one, the plan."""
-        self.stopping: StopSequence | None = None
+        self._stopping: StopSequence | None = None
         """The graceful stop under way or done (None: none was asked for)."""
-        self.ended = asyncio.Event()
-        """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
-        self.fence: Fence | None = None
+        self._ended = asyncio.Event()
+        self._fence: Fence | None = None
         """This coordinator's epoch and whether a newer one fenced it (set by `run`)."""
-        self.savepoints = SavepointDriver(storage, graph.name)
+        self._savepoints = SavepointDriver(storage, graph.name)
         """Savepoint requests of this process and their writing (`coordinator.savepoints`)."""
+
+    @property
+    def graph(self) -> JobGraph:
+        return self._graph
+
+    @property
+    def storage(self) -> Storage:
+        """Where the job's checkpoints, savepoints and plans are stored."""
+        return self._storage
 
     @property
     def kafka(self) -> KafkaLike:
@@ -160,93 +189,94 @@ class Coordinator:
         return self._bootstrap
 
     @property
+    def ended(self) -> asyncio.Event:
+        """Set when `run` returns: the job stopped or failed, or the coordinator ended."""
+        return self._ended
+
+    @property
     def fenced(self) -> bool:
         """A newer coordinator of the pipeline started: this one sends nothing more and idles
         until its process is stopped (`coordinator.fencing`)."""
-        return self.fence is not None and self.fence.fenced_by is not None
-
-    @property
-    def restarts(self) -> int:
-        """Global recoveries since the pipeline first started, a coordinator restart included.
-
-        Durable: every attempt after the first is one (attempts are taken in storage and never
-        reused), so this survives a coordinator restart.
-        """
-        return max(self.attempt - 1, 0)
+        return self._fence is not None and self._fence.fenced_by is not None
 
     def facts(self, now: float | None = None) -> CoordinatorFacts:
         """What this coordinator knows now, as one frozen copy for its readers
         (`coordinator.facts`); ``now``: monotonic seconds, for which workers are alive."""
         now = time.monotonic() if now is None else now
-        stats, tracker, stop = self.stats, self._running_tracker, self.stopping
-        in_flight = tracker.in_flight if tracker is not None else None
-        alive = set(self.liveness.alive(now))
+        running, stop = self._running, self._stopping
+        alive = set(self._liveness.alive(now))
         workers = tuple(
             WorkerFacts(w, w in alive, entry.last_seen, entry.info)
-            for w in sorted(alive | set(self.liveness.dead(now)))
-            if (entry := self.liveness.get(w)) is not None
+            for w in sorted(alive | set(self._liveness.dead(now)))
+            if (entry := self._liveness.get(w)) is not None
         )
         return CoordinatorFacts(
-            pipeline=self.graph.name,
-            state=self.job.state,
-            attempt=self.attempt,
-            restarts=self.restarts,
-            assign=self.assign,
-            failure=self.failure,
-            restore_fallbacks=self.restore_fallbacks,
-            fenced_by=self.fence.fenced_by if self.fence is not None else None,
-            waiting_for=self.placement.waiting_for or _restart_wait(self._recovery.at, now),
+            pipeline=self._graph.name,
+            state=self._job.state,
+            attempt=self._attempt,
+            restarts=max(self._attempt - 1, 0),  # attempts are durable: so is this count
+            assign=running.assign if running is not None else None,
+            failure=self._failure,
+            restore_fallbacks=self._restore_fallbacks,
+            fenced_by=self._fence.fenced_by if self._fence is not None else None,
+            waiting_for=self._placement.waiting_for or self._recovery.waiting_for(now),
             stop=None if stop is None else StopFacts(stop.phase.value, stop.completed, stop.note),
             workers=workers,
-            checkpoints=CheckpointFacts(
-                completed=stats.completed,
-                aborted=dict(stats.aborted),
-                duration=stats.duration.copy(),
-                phases={phase: counts.copy() for phase, counts in stats.phases.items()},
-                last_completed_id=stats.last_completed_id,
-                last_completed_at=stats.last_completed_at,
-                last_full_bytes=stats.last_full_bytes,
-                last_incremental_bytes=stats.last_incremental_bytes,
-                in_flight=in_flight,
-                in_flight_triggered_at=None if in_flight is None else stats.triggered_at(in_flight),
-                recent_aborts=tuple(self.aborts),
-                interval_seconds=self.settings.interval_seconds,
+            checkpoints=checkpoint_facts(
+                self._stats,
+                in_flight=running.in_flight if running is not None else None,
+                recent_aborts=tuple(self._aborts),
+                interval_seconds=self._settings.interval_seconds,
             ),
-            savepoint_outcomes=dict(self.savepoints.outcomes),
-            last_savepoint=self.savepoints.last_written,
+            savepoint_outcomes=dict(self._savepoints.outcomes),
+            savepoint_requests=tuple(dataclasses.replace(r) for r in self._savepoints.requests),
+            last_savepoint=self._savepoints.last_written,
         )
 
     async def run(self) -> None:
         """Coordinate until cancelled; steps in the module docstring."""
-        await ensure_topics(self._bootstrap, self.graph)
+        await ensure_topics(self._bootstrap, self._graph)
         try:
-            async with SourceOffsets(self._bootstrap, self.graph) as offsets, self._link:
+            async with SourceOffsets(self._bootstrap, self._graph) as offsets, self._link:
                 self._offsets = offsets
-                epoch = await take_epoch(self.storage)
-                self.fence = Fence(epoch, self.settings.fence_check_seconds, time.monotonic())
-                logger.info("pipeline %s: coordinator epoch %s", self.graph.name, epoch)
-                await self._start_or_adopt()
-                self.stats.seed(await self.manifests.latest())
-                while not self.job.is_terminal and not self.fenced:
-                    for message in await self._link.receive(0.05):
-                        await self._on_message(message)
-                    await self._tick(time.monotonic())
+                await self.start()
+                while not self._job.is_terminal and not self.fenced:
+                    await self.step(await self._link.receive(0.05))
             if self.fenced:
                 await asyncio.Event().wait()  # idle until stopped (`coordinator.fencing`)
         finally:
-            self.savepoints.cancel()
-            self.ended.set()
+            self._savepoints.cancel()
+            self._ended.set()
+
+    async def start(self, now: float | None = None) -> None:
+        """Steps 1 and 2 of the module docstring, once the control link is open: take this
+        coordinator's epoch, then adopt the running attempt or start a new one."""
+        now = time.monotonic() if now is None else now
+        epoch = await take_epoch(self._storage)
+        self._fence = Fence(epoch, self._settings.fence_check_seconds, now)
+        logger.info("pipeline %s: coordinator epoch %s", self._graph.name, epoch)
+        if not await self._placement.start(now):
+            await self._new_attempt()
+        self._stats.seed(await self._manifests.latest())
+
+    async def step(self, messages: Iterable[FromWorker], now: float | None = None) -> None:
+        """One pass of step 3's loop: handle the workers' ``messages``, then tick; ``now``:
+        monotonic seconds (default: the clock, read for each message and for the tick)."""
+        for message in messages:
+            await self._on_message(message, time.monotonic() if now is None else now)
+        await self._tick(time.monotonic() if now is None else now)
 
     async def trigger_checkpoint(self, *, full: bool = False) -> int | None:
         """Trigger a checkpoint now if the tracker allows it (``full``: a full one); its id,
         or None. Raises `FencedError` once fenced (as do a stop and a savepoint)."""
         self._refuse_if_fenced()
-        if self.tracker is None or self.assign is None:
+        if self._running is None:
             return None
-        trigger = self.tracker.trigger(time.monotonic(), forced=True)
+        now = time.monotonic()
+        trigger = self._running.trigger(now, TriggerPurpose.REQUESTED, full=full)
         if trigger is None:
             return None
-        await self._send_trigger(trigger.checkpoint_id, trigger.attempt, full=full)
+        await self._execute([trigger], now)
         return trigger.checkpoint_id
 
     def request_stop(self, *, final_checkpoint: bool = True) -> None:
@@ -254,19 +284,21 @@ class Coordinator:
         unless ``final_checkpoint`` is False. Nothing happens if the job is already stopping
         or has ended."""
         self._refuse_if_fenced()
-        if self.job.state is JobState.STOPPING or self.job.is_terminal:
+        if self._job.state is JobState.STOPPING or self._job.is_terminal:
             return
-        tracker = self._running_tracker
-        self.stopping = StopSequence(
+        running = self._running
+        self._stopping = StopSequence(
             final_checkpoint=final_checkpoint,
-            in_flight=tracker.in_flight if tracker is not None else None,
-            running_attempt=tracker is not None,
-            timeout_seconds=self.settings.stop_timeout_seconds,
+            in_flight=running.in_flight if running is not None else None,
+            running_attempt=running is not None,
+            timeout_seconds=self._settings.stop_timeout_seconds,
         )
+        if running is not None:
+            running.stop()
         self._recovery.cancel()
-        self.job.apply(JobEvent.STOP_REQUESTED)
+        self._job.apply(JobEvent.STOP_REQUESTED)
         logger.info(
-            "pipeline %s: stopping (%s)", self.graph.name,
+            "pipeline %s: stopping (%s)", self._graph.name,
             "final checkpoint first" if final_checkpoint else "no final checkpoint",
         )  # fmt: skip
 
@@ -277,9 +309,9 @@ class Coordinator:
         for it, or with ``stop`` from the final checkpoint of a graceful stop, which this
         starts (`coordinator.savepoints`). Raises `SavepointRefusedError` saying why not."""
         self._refuse_if_fenced()
-        busy = self.job.is_terminal or self.job.state is JobState.STOPPING
-        request = await self.savepoints.request(
-            name, stop=stop, refusal=f"the job is {self.job.state.value}" if busy else None
+        busy = self._job.is_terminal or self._job.state is JobState.STOPPING
+        request = await self._savepoints.request(
+            name, stop=stop, refusal=f"the job is {self._job.state.value}" if busy else None
         )
         if stop:
             self.request_stop(final_checkpoint=True)
@@ -289,333 +321,303 @@ class Coordinator:
 
     async def _tick(self, now: float) -> None:
         """One pass of the loop: the phase the job is in decides what happens now."""
-        if self.job.is_terminal:
+        if self._job.is_terminal:
             return  # e.g. a message just made the job give up: nothing to assign any more
         if await self._newly_fenced(now):
             return
-        if self.placement.adopting:
-            if self.stopping is None:
+        if self._placement.adopting:
+            if self._stopping is None:
                 await self._try_adopt(now)
                 return
-            self.placement.give_up_adoption()  # a stop before the decision: a new attempt's way
+            self._placement.give_up_adoption()  # a stop before the decision: a new attempt's way
             await self._new_attempt()
         await self._forget_dead_workers(now)
-        if self.stopping is not None:
-            await self._drive_stop(self.stopping, now)
+        if self._stopping is not None:
+            await self._drive_stop(self._stopping, now)
         elif self._recovery.due(now):
             await self._new_attempt()
             await self._try_assign(now)
-        elif self.assign is None:
+        elif self._running is None:
             if not self._recovery.pending:
                 await self._try_assign(now)
         else:
-            await self._drive_checkpoints(now)
+            waiting = self._savepoints.wants_checkpoint()
+            await self._execute(self._running.tick(now, savepoint_waiting=waiting), now)
 
     async def _newly_fenced(self, now: float) -> bool:
-        fence = self.fence
-        return fence is not None and fence.due(now) and await fence.check(self.storage, now)
+        fence = self._fence
+        return fence is not None and fence.due(now) and await fence.check(self._storage, now)
 
     async def _forget_dead_workers(self, now: float) -> None:
-        for worker in self.liveness.dead(now):
-            self.liveness.forget(worker)
-            if self._assigned(worker):
-                await self._fail(f"worker {worker} missed its heartbeats", now)
+        for worker in self._liveness.dead(now):
+            self._liveness.forget(worker)
+            if (running := self._running) is not None:
+                await self._execute(running.on_worker_lost(worker, "missed its heartbeats"), now)
 
-    async def _drive_checkpoints(self, now: float) -> None:
-        """The running phase: trigger what is due (a savepoint's checkpoint first, then the
-        periodic one), and abort a checkpoint that timed out."""
-        if self.tracker is None:
-            return
-        waiting = self.savepoints.wants_checkpoint()
-        if waiting is not None and (trigger := self.tracker.trigger(now, forced=True)):
-            waiting.triggered(trigger.checkpoint_id)
-            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
-        if self._periodic_due(now) and (trigger := self.tracker.trigger(now)):
-            await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
-        if (abort := self.tracker.on_tick(now)) is not None:
-            await self._abort(abort)
-
-    async def _on_message(self, message: FromWorker) -> None:
-        now = time.monotonic()
+    async def _on_message(self, message: FromWorker, now: float) -> None:
         if isinstance(message, Heartbeat):
             await self._on_heartbeat(message, now)
         elif isinstance(message, Retired):
-            if (retiring := self.placement.retiring) is not None:
+            if (retiring := self._placement.retiring) is not None:
                 retiring.on_retired(message.worker_id, message.attempt)
-        elif self.tracker is None or self.assign is None:
+        elif (running := self._running) is None:
             return  # recovering: the new attempt gets a new tracker
         elif isinstance(message, CheckpointAck):
-            await self._on_ack(self.tracker, message, now)
+            await self._execute(running.on_ack(message), now)
         elif isinstance(message, CheckpointDecline):
-            abort = self.tracker.on_decline(
-                message.checkpoint_id, message.attempt, message.subtask, message.reason, now
-            )
-            if abort is not None:
-                await self._abort(abort)
-        elif isinstance(message, SubtaskFailed) and message.attempt == self.attempt:
-            if message.corrupt_checkpoint is not None:
-                logger.error(
-                    "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
-                    message.corrupt_checkpoint, message.reason,
-                )  # fmt: skip
-                self.restore_fallbacks += 1  # first: whoever sees the mark sees the count
-                await self.manifests.mark_corrupt(message.corrupt_checkpoint, message.reason)
-            await self._fail(
-                f"subtask {message.subtask} failed: {message.reason}", now, message.subtask
-            )
+            await self._execute(running.on_decline(message, now), now)
+        elif isinstance(message, SubtaskFailed):
+            await self._execute(running.on_subtask_failed(message), now)
 
     async def _on_heartbeat(self, beat: Heartbeat, now: float) -> None:
-        known = self.liveness.get(beat.worker_id)
-        self.liveness.on_heartbeat(beat.worker_id, now, beat)
+        known = self._liveness.get(beat.worker_id)
+        self._liveness.on_heartbeat(beat.worker_id, now, beat)
         if known is None:
             logger.info("worker %s joined with %s slots", beat.worker_id, beat.slots)
-        elif known.info.incarnation != beat.incarnation and self._assigned(beat.worker_id):
+        elif (
+            known.info.incarnation != beat.incarnation
+            and (running := self._running) is not None
+            and (lost := running.on_worker_lost(beat.worker_id, "restarted and lost its subtasks"))
+        ):
             # Restarted under the same id: its subtasks are gone, the others run on.
-            await self._fail(f"worker {beat.worker_id} restarted and lost its subtasks", now)
+            await self._execute(lost, now)
             return
-        if beat.attempt > self.attempt and not self.placement.adopting:
+        if beat.attempt > self._attempt and not self._placement.adopting:
             # Placed by another coordinator: this one is fenced, or takes the workers back.
             elsewhere = await placed_elsewhere(
-                self.fence, self.storage, beat.worker_id, beat.attempt, now
+                self._fence, self._storage, beat.worker_id, beat.attempt, now
             )
             if elsewhere is not None:
                 await self._fail(elsewhere, now)
             return
-        if self.stopping is None and self.assign and beat.attempt != self.assign.attempt:
-            await self._broadcast(self.assign)  # it missed the assignment: send it again
-        elif (retiring := self.placement.retiring) and beat.worker_id not in retiring.retired:
+        if self._running is not None:
+            await self._execute(self._running.on_heartbeat(beat), now)  # missed its Assign?
+        elif (retiring := self._placement.retiring) and beat.worker_id not in retiring.retired:
             await self._broadcast(Retire(retiring.attempt))  # joined, or missed it
 
-    async def _on_ack(self, tracker: CheckpointTracker, ack: CheckpointAck, now: float) -> None:
-        commit = tracker.on_ack(ack)
-        if commit is None:
-            return
-        manifest = await self._commit(tracker, commit, now)
-        if manifest is None:
-            return
-        done = tracker.on_manifest_committed(commit.checkpoint_id, now)
-        if done is None:
-            return
-        self._storage_backoff.succeeded()
-        self.stats.on_completed(manifest, time.monotonic())
-        if self.job.state is JobState.CHECKPOINTING:
-            self.job.apply(JobEvent.CHECKPOINT_ENDED)
-        await self._broadcast(CheckpointCompleted(done.checkpoint_id, done.attempt))
-        if self.stopping is not None:
-            self.stopping.checkpoint_ended(done.checkpoint_id, completed=True)
-        self.savepoints.on_completed(manifest)
-        if self._offsets is not None:
-            await self._offsets.commit(manifest)
-        pinned = (self.assign.restore_from,) if self.assign and self.assign.restore_from else ()
-        await self._housekeeping.after_completed(
-            self.stats.completed, pinned=(*pinned, *self.savepoints.pinned())
-        )
-        await self._rebalance(now)
+    async def _execute(self, actions: Iterable[RunningAction], now: float) -> None:
+        """Perform what the running phase answered, in its order (`coordinator.running`)."""
+        for action in actions:
+            match action:
+                case Trigger():
+                    await self._send_trigger(action)
+                case AbortCheckpoint():
+                    await self._abort(action)
+                case CommitManifest():
+                    await self._execute(await self._commit(action, now), now)
+                case Complete(manifest=manifest):
+                    self._stats.on_completed(manifest, time.monotonic())
+                    if self._job.state is JobState.CHECKPOINTING:
+                        self._job.apply(JobEvent.CHECKPOINT_ENDED)
+                    n = manifest.checkpoint_id
+                    await self._broadcast(CheckpointCompleted(n, manifest.attempt))
+                    if self._stopping is not None:
+                        self._stopping.checkpoint_ended(n, completed=True)
+                    self._savepoints.on_completed(manifest)
+                case CommitOffsets(manifest=manifest):
+                    if self._offsets is not None:
+                        await self._offsets.commit(manifest)
+                case ApplyRetention(pinned=pinned):
+                    await self._housekeeping.after_completed(
+                        self._stats.completed, pinned=(*pinned, *self._savepoints.pinned())
+                    )
+                case Rebalance():
+                    self._rebalance(action, now)
+                case MarkCorrupt(checkpoint_id=corrupt, reason=reason):
+                    logger.error(
+                        "checkpoint %s is corrupt (%s): falling back to the previous checkpoint",
+                        corrupt, reason,
+                    )  # fmt: skip
+                    self._restore_fallbacks += 1  # first: whoever sees the mark sees the count
+                    await self._manifests.mark_corrupt(corrupt, reason)
+                case Fail(reason=reason, subtask=subtask):
+                    await self._fail(reason, now, subtask)
+                case SendAssign(assign=assign):
+                    await self._broadcast(assign)
 
-    async def _commit(
-        self, tracker: CheckpointTracker, commit: CommitManifest, now: float
-    ) -> CheckpointManifest | None:
-        """1. build the manifest from the acks; 2. commit it with create-if-absent; 3. the
-        committed manifest, or None after aborting the checkpoint (the manifest exists already,
-        or storage failed: the job runs on, and periodic checkpoints back off)."""
+    async def _commit(self, commit: CommitManifest, now: float) -> list[RunningAction]:
+        """1. build the manifest from the acks; 2. commit it with create-if-absent; 3. tell the
+        running phase it completed, or that it failed (the manifest exists already, or storage
+        failed: the checkpoint aborts, the job runs on, and periodic checkpoints back off)."""
+        running = self._running
+        assert running is not None
         manifest = CheckpointManifest.from_acks(
-            self.graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
-            triggered_at=self.stats.triggered_at(commit.checkpoint_id),
-            state_versions={u: s.state_versions.current for u, s in self.graph.operators.items()},
+            self._graph.name, commit.checkpoint_id, commit.attempt, commit.acks,
+            triggered_at=self._stats.triggered_at(commit.checkpoint_id),
+            state_versions={u: s.state_versions.current for u, s in self._graph.operators.items()},
         )  # fmt: skip
         try:
-            await self.manifests.commit(manifest)
+            await self._manifests.commit(manifest)
         except AlreadyExistsError:
-            reason = "the manifest exists already"
+            reason, storage_failed = "the manifest exists already", False
         except StorageError as exc:
-            reason = f"checkpoint storage failed: {exc}"
-            self._storage_backoff.failed(now)
+            reason, storage_failed = f"checkpoint storage failed: {exc}", True
         else:
-            return manifest
-        if (abort := tracker.on_manifest_failed(commit.checkpoint_id, reason, now)) is not None:
-            await self._abort(abort)
-        return None
+            slots = {w: beat.slots for w, beat in self._liveness.alive_infos(now).items()}
+            return running.on_manifest_committed(manifest, now, slots)
+        return running.on_manifest_failed(
+            commit.checkpoint_id, reason, now, storage_failed=storage_failed
+        )
 
-    async def _rebalance(self, now: float) -> None:
+    def _rebalance(self, rebalance: Rebalance, now: float) -> None:
         """Reassign when the live workers call for another plan (a worker joined): through
         recovery from the checkpoint that just completed, with no restart delay (nothing
         failed, so the restart policy is left alone)."""
-        if self.assign is None or self.stopping is not None or self.job.is_terminal:
-            return
-        slots = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
-        plan = unbalanced(self._subtasks, slots, self.assign.assignment)
-        if plan is None:
-            return
         logger.info(
             "pipeline %s: rebalancing over workers %s (planned %s)",
-            self.graph.name, sorted(slots), plan,
+            self._graph.name, sorted(rebalance.slots), rebalance.plan,
         )  # fmt: skip
-        self.job.apply(JobEvent.FAILURE_DETECTED)
-        self.assign = None
+        self._job.apply(JobEvent.FAILURE_DETECTED)
+        self._running = None
         self._recovery.rebalance(now)
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
-        self.stats.on_aborted(abort.cause)
-        self.aborts = [
-            *self.aborts[-9:],
+        self._stats.on_aborted(abort.cause)
+        self._aborts = [
+            *self._aborts[-9:],
             RecentAbort(abort.checkpoint_id, abort.attempt, abort.reason, time.time()),
         ]
-        if self.job.state is JobState.CHECKPOINTING:
-            self.job.apply(JobEvent.CHECKPOINT_ENDED)
+        if self._job.state is JobState.CHECKPOINTING:
+            self._job.apply(JobEvent.CHECKPOINT_ENDED)
         await self._broadcast(CheckpointAborted(abort.checkpoint_id, abort.attempt, abort.reason))
-        if self.stopping is not None:
-            self.stopping.checkpoint_ended(
+        if self._stopping is not None:
+            self._stopping.checkpoint_ended(
                 abort.checkpoint_id, completed=False, reason=abort.reason
             )
-        self.savepoints.on_aborted(abort.checkpoint_id, abort.reason)
+        self._savepoints.on_aborted(abort.checkpoint_id, abort.reason)
 
     async def _fail(self, reason: str, now: float, subtask: str | None = None) -> None:
-        if self._recovery.pending or self.job.is_terminal:
+        if self._recovery.pending or self._job.is_terminal:
             return
-        self.failure = Failure(reason, subtask)
-        if self.stopping is not None:
-            logger.warning("pipeline %s: failure while stopping: %s", self.graph.name, reason)
-            self.job.apply(JobEvent.FAILURE_DETECTED)  # stays stopping: nothing to recover
-            self.stopping.on_failure(reason)
+        self._failure = Failure(reason, subtask)
+        if self._stopping is not None:
+            logger.warning("pipeline %s: failure while stopping: %s", self._graph.name, reason)
+            self._job.apply(JobEvent.FAILURE_DETECTED)  # stays stopping: nothing to recover
+            self._stopping.on_failure(reason)
             return
-        logger.warning("recovering pipeline %s: %s", self.graph.name, reason)
-        if self.tracker is not None and self.tracker.in_flight is not None:
-            self.stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
-        self.savepoints.on_recovery()
-        self.job.apply(JobEvent.FAILURE_DETECTED)
-        self.assign = None
+        logger.warning("recovering pipeline %s: %s", self._graph.name, reason)
+        if self._running is not None and self._running.in_flight is not None:
+            self._stats.on_aborted(AbortCause.RECOVERY)  # its acks are ignored from now on
+        self._savepoints.on_recovery()
+        self._job.apply(JobEvent.FAILURE_DETECTED)
+        self._running = None
         if isinstance(decision := self._recovery.on_failure(now), GiveUp):
-            logger.error("pipeline %s failed: %s", self.graph.name, decision.reason)
-            self.job.apply(JobEvent.RESTARTS_EXHAUSTED)
+            logger.error("pipeline %s failed: %s", self._graph.name, decision.reason)
+            self._job.apply(JobEvent.RESTARTS_EXHAUSTED)
 
     async def _drive_stop(self, stop: StopSequence, now: float) -> None:
         """Do what the stop sequence asks for now; `coordinator.stopping` has its phases."""
-        tracker = self._running_tracker
-        if tracker is not None and (abort := tracker.on_tick(now)) is not None:
-            await self._abort(abort)  # the final checkpoint timed out
-        assignment = self.assign.assignment if self.assign is not None else {}
-        running = still_running(self.liveness.alive_infos(now), assignment, self.attempt)
-        in_flight = tracker is not None and tracker.in_flight is not None
+        attempt = self._running
+        if attempt is not None:
+            await self._execute(attempt.tick(now), now)  # the final checkpoint may time out
+        assignment = attempt.assign.assignment if attempt is not None else {}
+        running = still_running(self._liveness.alive_infos(now), assignment, self._attempt)
+        in_flight = attempt is not None and attempt.in_flight is not None
         match stop.on_tick(now, checkpoint_in_flight=in_flight, running=running):
             case TriggerFinal():
-                trigger = tracker.trigger(now, forced=True) if tracker is not None else None
-                if trigger is not None:
-                    stop.final_triggered(trigger.checkpoint_id)
-                    await self._send_trigger(trigger.checkpoint_id, trigger.attempt)
+                if attempt is not None and (last := attempt.trigger(now, TriggerPurpose.FINAL)):
+                    await self._execute([last], now)
             case SendStop():
-                await self._broadcast(StopSubtasks(self.attempt))
+                await self._broadcast(StopSubtasks(self._attempt))
             case Finish(unconfirmed=unconfirmed):
                 if unconfirmed:
                     logger.warning(
                         "pipeline %s: subtasks %s did not confirm the stop within %.0f s",
-                        self.graph.name, ", ".join(unconfirmed),
-                        self.settings.stop_timeout_seconds,
+                        self._graph.name, ", ".join(unconfirmed),
+                        self._settings.stop_timeout_seconds,
                     )  # fmt: skip
-                await self.savepoints.on_stopped(self.manifests, stop.completed)
-                self.job.apply(JobEvent.STOPPED)
+                await self._savepoints.on_stopped(self._manifests, stop.completed)
+                self._job.apply(JobEvent.STOPPED)
                 final = stop.completed
                 logger.info(
-                    "pipeline %s stopped; %s", self.graph.name,
+                    "pipeline %s stopped; %s", self._graph.name,
                     f"final checkpoint {final}" if final is not None
                     else f"no final checkpoint{': ' + stop.note if stop.note else ''}; the next "
-                    f"start resumes from checkpoint {self.stats.last_completed_id}",
+                    f"start resumes from checkpoint {self._stats.last_completed_id}",
                 )  # fmt: skip
 
     def _refuse_if_fenced(self) -> None:
-        if self.fence is not None:
-            self.fence.refuse()
-
-    def _periodic_due(self, now: float) -> bool:
-        return self.settings.periodic_checkpoints and not self._storage_backoff.waiting(now)
-
-    @property
-    def _running_tracker(self) -> CheckpointTracker | None:
-        """The tracker of the attempt whose subtasks are assigned (None while recovering)."""
-        return self.tracker if self.assign is not None else None
-
-    def _assigned(self, worker: str) -> bool:
-        return bool(self.assign and self.assign.assignment.get(worker))
-
-    async def _start_or_adopt(self) -> None:
-        """Step 1 of the module docstring: adopt when the newest plan's workers may still run
-        it, else a new attempt."""
-        if not await self.placement.start(time.monotonic()):
-            await self._new_attempt()
+        if self._fence is not None:
+            self._fence.refuse()
 
     async def _try_adopt(self, now: float) -> None:
-        decision = self.placement.decide(self.liveness.alive_infos(now), now)
+        decision = self._placement.decide(self._liveness.alive_infos(now), now)
         if decision is None:
             return
         if isinstance(decision, Restart):
             await self._new_attempt()
             return
-        self.attempt = decision.attempt
-        self.tracker = await self._tracker_for(decision.attempt)
+        self._attempt = decision.attempt
+        self._tracker = await self._tracker_for(decision.attempt)
         self._take_up(decision.assignment, decision.restore_from)
-        self.job.apply(JobEvent.WORKERS_READY)
+        self._job.apply(JobEvent.WORKERS_READY)
         self._recovery.on_running(now)
         logger.info(
             "pipeline %s: adopted the running attempt %s (no restart): %s",
-            self.graph.name, decision.attempt, decision.assignment,
+            self._graph.name, decision.attempt, decision.assignment,
         )  # fmt: skip
 
     async def _tracker_for(self, attempt: int) -> CheckpointTracker:
         return CheckpointTracker(
             subtasks=self._subtasks,
-            next_checkpoint_id=await next_checkpoint_id(self.storage),
+            next_checkpoint_id=await next_checkpoint_id(self._storage),
             attempt=attempt,
-            interval_seconds=self.settings.interval_seconds,
-            min_pause_seconds=self.settings.min_pause_seconds,
-            timeout_seconds=self.settings.timeout_seconds,
+            interval_seconds=self._settings.interval_seconds,
+            min_pause_seconds=self._settings.min_pause_seconds,
+            timeout_seconds=self._settings.timeout_seconds,
         )
 
     def _take_up(self, assignment: dict[str, tuple[str, ...]], restore_from: int | None) -> Assign:
         """``assignment`` runs the current attempt, restored from ``restore_from``."""
-        assert self.tracker is not None
-        self.assign = Assign(
-            attempt=self.attempt,
+        assert self._tracker is not None
+        assign = Assign(
+            attempt=self._attempt,
             restore_from=restore_from,
-            next_checkpoint_id=self.tracker.next_checkpoint_id,
+            next_checkpoint_id=self._tracker.next_checkpoint_id,
             assignment=assignment,
         )
-        return self.assign
+        self._running = Running(
+            self._tracker, assign, self._storage_backoff,
+            subtasks=self._subtasks, periodic=self._settings.periodic_checkpoints,
+        )  # fmt: skip
+        return assign
 
     async def _new_attempt(self) -> None:
         """Take the next attempt durably, prepare its tracker, and start its phase one."""
-        self.attempt = await self.placement.new_attempt(time.monotonic())
-        self.tracker = await self._tracker_for(self.attempt)
-        logger.info("pipeline %s: attempt %s", self.graph.name, self.attempt)
-        await self._broadcast(Retire(self.attempt))
+        self._attempt = await self._placement.new_attempt(time.monotonic())
+        self._tracker = await self._tracker_for(self._attempt)
+        logger.info("pipeline %s: attempt %s", self._graph.name, self._attempt)
+        await self._broadcast(Retire(self._attempt))
 
     async def _try_assign(self, now: float) -> None:
-        alive = {w: beat.slots for w, beat in self.liveness.alive_infos(now).items()}
-        slots = self.placement.slots(alive, now)
+        alive = {w: beat.slots for w, beat in self._liveness.alive_infos(now).items()}
+        slots = self._placement.slots(alive, now)
         if slots is None:
             return
 
         def fell_back() -> None:
-            self.restore_fallbacks += 1
+            self._restore_fallbacks += 1
 
-        placed = await self.placement.plan(slots, fell_back)
+        placed = await self._placement.plan(slots, fell_back)
         if isinstance(placed, CannotRestore):
-            self.failure = Failure(placed.reason)
-            logger.error("pipeline %s: %s", self.graph.name, placed.reason)
-            self.job.apply(JobEvent.FATAL)
+            self._failure = Failure(placed.reason)
+            logger.error("pipeline %s: %s", self._graph.name, placed.reason)
+            self._job.apply(JobEvent.FATAL)
             return
         if placed.rebuilt:  # a new checkpoint: its id is used now
-            self.tracker = await self._tracker_for(self.attempt)
+            self._tracker = await self._tracker_for(self._attempt)
         restored = placed.manifest.checkpoint_id if placed.manifest else None
         assign = self._take_up(placed.assignment, restored)
-        self.job.apply(
-            JobEvent.RECOVERED if self.job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
+        self._job.apply(
+            JobEvent.RECOVERED if self._job.state is JobState.RECOVERING else JobEvent.WORKERS_READY
         )
         self._recovery.on_running(now)
-        self.placement.placed(alive)
+        self._placement.placed(alive)
         await self._broadcast(assign)
         logger.info(
             "attempt %s assigned from checkpoint %s: %s",
-            self.attempt, assign.restore_from, placed.assignment,
+            self._attempt, assign.restore_from, placed.assignment,
         )  # fmt: skip
 
     # -- I/O ------------------------------------------------------------------------------
@@ -624,31 +626,26 @@ class Coordinator:
         if not self.fenced:
             await self._link.send(message)
 
-    async def _send_trigger(self, checkpoint_id: int, attempt: int, *, full: bool = False) -> None:
-        """1. record ``checkpoint_id`` as used (ids never repeat, even if this process dies
-        right after); 2. tell every source subtask to take its barrier where it reads now."""
-        if self.job.state is JobState.RUNNING:
-            self.job.apply(JobEvent.CHECKPOINT_TRIGGERED)
+    async def _send_trigger(self, trigger: Trigger) -> None:
+        """1. tell the savepoint or the stop the checkpoint serves; 2. record its id as used (ids
+        never repeat, even if this process dies right after); 3. tell every source subtask to
+        take its barrier where it reads now."""
+        n = trigger.checkpoint_id
+        if trigger.purpose is TriggerPurpose.SAVEPOINT:
+            self._savepoints.triggered(n)
+        elif trigger.purpose is TriggerPurpose.FINAL and self._stopping is not None:
+            self._stopping.final_triggered(n)
+        if self._job.state is JobState.RUNNING:
+            self._job.apply(JobEvent.CHECKPOINT_TRIGGERED)
         now = time.monotonic()
-        self.stats.on_triggered(checkpoint_id, now, time.time())
+        self._stats.on_triggered(n, now, time.time())
         try:
-            every = self.settings.full_checkpoint_every
-            full = full or (every > 0 and checkpoint_id % every == 0)
-            await mark_triggered(self.storage, checkpoint_id, full=full)
+            every = self._settings.full_checkpoint_every
+            full = trigger.full or (every > 0 and n % every == 0)
+            await mark_triggered(self._storage, n, full=full)
         except StorageError as exc:
-            self._storage_backoff.failed(now)
-            abort = None if self.tracker is None else self.tracker.on_trigger_failed(
-                checkpoint_id, f"checkpoint storage failed: {exc}", now
-            )  # fmt: skip
-            if abort is not None:
-                await self._abort(abort)
+            if self._running is not None:
+                reason = f"checkpoint storage failed: {exc}"
+                await self._execute(self._running.on_trigger_failed(n, reason, now), now)
             return
-        await self._broadcast(TriggerCheckpoint(checkpoint_id, attempt))
-
-
-def _restart_wait(at: float | None, now: float) -> str | None:
-    """What a recovery waits for while its restart delay runs (None: it does not wait)."""
-    if at is None or at <= now:
-        return None
-    until = datetime.fromtimestamp(time.time() + at - now, UTC).strftime("%H:%M:%S UTC")
-    return f"the restart delay: the next attempt starts in {at - now:.1f} s, at {until}"
+        await self._broadcast(TriggerCheckpoint(n, trigger.attempt))

@@ -19,6 +19,7 @@ from sluicegate.coordinator.httpapi.view import (
 )
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.operators.graph import SubtaskId
+from sluicegate.operators.storage.manifest import ManifestStore
 
 __all__ = ["CoordinatorStatus"]
 
@@ -77,7 +78,7 @@ class CoordinatorStatus:
 
     async def checkpoints(self) -> list[CheckpointInfo]:
         infos: list[CheckpointInfo] = []
-        for m in await self._c.manifests.retained():
+        for m in await ManifestStore(self._c.storage).retained():
             snapshots = list(m.subtasks.values())
             infos.append(
                 CheckpointInfo(

@@ -54,12 +54,12 @@ class CoordinatorSavepoints:
         names = {s.name for s in stored if s.status == "stored"}
         return stored + [
             request_info(r)
-            for r in self._c.savepoints.requests
+            for r in self._c.facts().savepoint_requests
             if not (r.name in names and r.done and not r.error)
         ]
 
     async def savepoint(self, name: str) -> SavepointInfo:
-        for request in reversed(self._c.savepoints.requests):
+        for request in reversed(self._c.facts().savepoint_requests):
             if request.name == name and not (request.done and not request.error):
                 return request_info(request)
         for stored in await self._store.list():
@@ -80,7 +80,7 @@ class CoordinatorSavepoints:
         return checkpoint_id
 
     async def delete_savepoint(self, name: str) -> int:
-        if any(r.name == name and not r.done for r in self._c.savepoints.requests):
+        if any(r.name == name and not r.done for r in self._c.facts().savepoint_requests):
             raise SavepointRefusedError(
                 f"savepoint {name} is being written", "Wait until it is done, then delete it"
             )

@@ -46,8 +46,10 @@ async def test_a_restarted_coordinator_adopts_the_running_attempt(
     second: asyncio.Task[None] | None = None
     try:
         await produce_lines(kafka_bootstrap, f"lines-{tag}", lines[:2000])
-        await wait_for(lambda: first.stats.completed >= 2, timeout_s=60, what="2 checkpoints")
-        attempt = first.attempt
+        await wait_for(
+            lambda: first.facts().checkpoints.completed >= 2, timeout_s=60, what="2 checkpoints"
+        )
+        attempt = first.facts().attempt
         first_assign = first.facts().assign
         assert first_assign is not None
         restored_from = first_assign.restore_from

@@ -76,7 +76,7 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         assert job.last_completed_checkpoint == final
         await asyncio.wait_for(first_task, 10)  # the run ended on its own
         assert not worker_task.done()  # the worker outlives the job, idle
-        assert worker.attempt == first.attempt
+        assert worker.attempt == first.facts().attempt
         tasks = [hosted.task for hosted in worker._hosted.values()]
         assert all(t.done() and t.exception() is None for t in tasks)
         assert await ManifestStore(storage).latest() is not None
@@ -91,12 +91,12 @@ async def test_stop_takes_a_final_checkpoint_and_a_new_coordinator_resumes_from_
         second_task = asyncio.create_task(second.run())
         try:
             assign = await wait_for(
-                lambda: second.assign,
+                lambda: second.facts().assign,
                 timeout_s=30,  # for the worker's heartbeat and the assignment
                 what="the new coordinator's assignment",
             )
             assert assign.restore_from == final
-            assert second.attempt == first.attempt + 1
+            assert second.facts().attempt == first.facts().attempt + 1
             expected = Counter(w for line in before + during for w in line.split())
             total = sum(expected.values())
             records = await read_committed(kafka_bootstrap, f"counts-{tag}", total, 90)

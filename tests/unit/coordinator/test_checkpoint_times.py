@@ -7,46 +7,28 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 from sluicegate.cli.commands import render_checkpoints
 from sluicegate.coordinator.httpapi.view import CheckpointStatus
-from sluicegate.coordinator.service import Coordinator
-from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
-from sluicegate.operators.protocol.messages import CheckpointAck, Heartbeat
-from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.manifest import CheckpointManifest
-from sluicegate.testing import word_count
-from tests.helpers import fake_state_handle
+from tests.unit.coordinator.driving import Driving
 from tests.unit.coordinator.test_checkpoint_stats import manifest
-from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
-
-AT_ONCE = CoordinatorSettings(settle_seconds=0)
-"""Placement as soon as the workers have the slots: these tests join workers by hand."""
 
 
-async def running_coordinator() -> Coordinator:
-    c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=AT_ONCE,
-    )
-    c._link = Sent()
-    now = time.monotonic()
-    c.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i1", slots=4, attempt=0, subtasks=()))
-    await c._new_attempt()
-    await all_retired(c)
-    await c._tick(now)
-    return c
+async def running_coordinator() -> Driving:
+    d = Driving()
+    await d.start()
+    await d.join("w1")
+    await d.retire_all()
+    return d
 
 
 async def test_checkpoint_list_shows_trigger_time_and_duration() -> None:
-    c = await running_coordinator()
-    view = CoordinatorStatus(c)
+    d = await running_coordinator()
+    view = CoordinatorStatus(d.coordinator)
     before = time.time()
-    n = await c.trigger_checkpoint()
+    n = await d.coordinator.trigger_checkpoint()
     assert n is not None
 
     (in_flight,) = await view.checkpoints()
@@ -54,10 +36,7 @@ async def test_checkpoint_list_shows_trigger_time_and_duration() -> None:
     assert in_flight.triggered_at is not None
     assert before <= in_flight.triggered_at <= time.time()
 
-    assert c.assign is not None
-    for subtask in (s for subs in c.assign.assignment.values() for s in subs):
-        handle = fake_state_handle(f"shared/{subtask}", n)
-        await c._on_message(CheckpointAck(subtask, n, c.attempt, {}, handle))
+    assert await d.complete_a_checkpoint() == n
 
     (done,) = await view.checkpoints()
     assert done.status is CheckpointStatus.COMPLETED

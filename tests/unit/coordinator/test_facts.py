@@ -13,10 +13,10 @@ from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.exceptions import ConfigError
-from sluicegate.operators.protocol.messages import Heartbeat
+from sluicegate.operators.protocol.messages import Heartbeat, SubtaskFailed
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
-from tests.unit.coordinator.test_checkpoint_stats import manifest
+from tests.unit.coordinator.driving import AT_ONCE, Driving
 
 
 def new_coordinator(settings: CoordinatorSettings) -> Coordinator:
@@ -47,34 +47,35 @@ def test_a_fresh_coordinator_knows_nothing_yet(coordinator: Coordinator) -> None
     assert facts.savepoint_outcomes == {"completed": 0, "failed": 0}
 
 
-def test_the_facts_are_a_copy_that_later_changes_leave_alone(coordinator: Coordinator) -> None:
-    now = time.monotonic()
-    coordinator.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i", 2, 0, ()))
-    coordinator.stats.on_triggered(4, now=50.0)
-    coordinator.stats.on_completed(manifest(4, completed_at=1e9), now=50.4)
-    before = coordinator.facts(now)
+async def test_the_facts_are_a_copy_that_later_changes_leave_alone() -> None:
+    d = Driving(settings=AT_ONCE.model_copy(update={"interval_seconds": 2.5}))
+    await d.start()
+    await d.join("w1")
+    await d.retire_all()
+    first = await d.complete_a_checkpoint()
+    before = d.facts()
 
-    coordinator.stats.on_triggered(5, now=60.0)
-    coordinator.stats.on_completed(manifest(5, completed_at=2e9), now=61.0)
-    coordinator.liveness.on_heartbeat("w2", now, Heartbeat("w2", "i", 2, 0, ()))
-    coordinator.attempt = 3
+    await d.complete_a_checkpoint()
+    await d.join("w2")
+    await d.recover()
+    await d.recover()
 
     assert before.checkpoints.completed == 1
-    assert before.checkpoints.last_completed_id == 4
+    assert before.checkpoints.last_completed_id == first
     assert before.checkpoints.duration.count == 1
     assert [w.worker_id for w in before.workers] == ["w1"]
-    assert before.attempt == 0
-    after = coordinator.facts(now)
+    assert before.attempt == 1
+    after = d.facts()
     assert (after.checkpoints.completed, after.checkpoints.duration.count) == (2, 2)
     assert [w.worker_id for w in after.alive()] == ["w1", "w2"]
     assert after.restarts == 2
 
 
-def test_a_worker_past_its_heartbeat_timeout_is_known_but_not_alive(
-    coordinator: Coordinator,
-) -> None:
-    coordinator.liveness.on_heartbeat("w1", 100.0, Heartbeat("w1", "i", 2, 0, ()))
-    facts = coordinator.facts(now=106.0)
+async def test_a_worker_past_its_heartbeat_timeout_is_known_but_not_alive() -> None:
+    d = Driving(settings=CoordinatorSettings(heartbeat_timeout_seconds=5))
+    await d.start(now=100.0)
+    await d.step(Heartbeat("w1", "i", 2, 0, ()), now=100.0)
+    facts = d.facts(now=106.0)
     assert [(w.worker_id, w.alive, w.last_seen) for w in facts.workers] == [("w1", False, 100.0)]
     assert facts.alive() == ()
 
@@ -85,15 +86,18 @@ def test_facts_cannot_be_changed(coordinator: Coordinator) -> None:
         facts.attempt = 5  # type: ignore[misc]
 
 
-def test_a_recovery_waiting_on_its_restart_delay_says_so_and_until_when() -> None:
-    coordinator = new_coordinator(CoordinatorSettings(restart_delay_seconds=4.0))
+async def test_a_recovery_waiting_on_its_restart_delay_says_so_and_until_when() -> None:
+    d = Driving(settings=AT_ONCE.model_copy(update={"restart_delay_seconds": 4.0}))
+    await d.start()
+    await d.join("w1")
+    await d.retire_all()
     now = time.monotonic()
-    coordinator._recovery.on_failure(now)
-    waiting = coordinator.facts(now).waiting_for
+    await d.step(SubtaskFailed("counter#0", d.facts().attempt, "boom"), now=now)
+    waiting = d.facts(now).waiting_for
     assert waiting is not None
     assert waiting.startswith("the restart delay: the next attempt starts in 4.0 s, at ")
     assert waiting.endswith(" UTC")
-    assert coordinator.facts(now + 4.0).waiting_for is None  # due: no longer waiting
+    assert d.facts(now + 4.0).waiting_for is None  # due: no longer waiting
 
 
 def test_restart_settings_out_of_range_are_refused_naming_the_setting() -> None:

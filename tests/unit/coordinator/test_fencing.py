@@ -20,15 +20,14 @@ from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.server import serve
 from sluicegate.coordinator.job_state import JobState
 from sluicegate.coordinator.metrics import CoordinatorCollector
-from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.numbering import take_attempt
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import Storage, StorageUnavailableError, open_storage
 from sluicegate.testing import word_count
 from tests.storage_wrappers import DelegatingStorage
-from tests.unit.coordinator.test_rebalance import AT_ONCE, complete_a_checkpoint, join
-from tests.unit.coordinator.test_restore_fallback import Sent, all_retired
+from tests.unit.coordinator.driving import AT_ONCE, Driving, Sent
 
 
 async def test_epochs_are_taken_once_each_and_junk_keys_are_ignored() -> None:
@@ -53,47 +52,42 @@ def test_a_fence_reads_on_its_interval_and_stays_fenced() -> None:
     assert fence.on_newest(3, 100.0)
 
 
-def fenced_by(c: Coordinator) -> int | None:
-    """The epoch that fenced ``c`` (a call, so that the type checker does not narrow it)."""
-    assert c.fence is not None
-    return c.fence.fenced_by
+def fenced_by(d: Driving) -> int | None:
+    """The epoch that fenced ``d``'s coordinator (a call, so the type checker does not narrow)."""
+    return d.facts().fenced_by
 
 
-async def placed(storage: Storage, graph_name: str) -> tuple[Coordinator, Sent]:
+async def placed(storage: Storage, graph_name: str) -> tuple[Driving, Sent]:
     """A coordinator with an epoch, whose attempt runs on worker w1."""
-    c = Coordinator(
-        word_count(graph_name), bootstrap="127.0.0.1:1", storage=storage, settings=AT_ONCE
-    )
-    sent = Sent()
-    c._link = sent
-    c.fence = Fence(await take_epoch(storage), check_seconds=1.0, last_check=time.monotonic())
-    join(c, "w1", time.monotonic())
-    await c._new_attempt()
-    await all_retired(c)
-    await c._tick(time.monotonic())
-    assert c.assign is not None
-    return c, sent
+    d = Driving(word_count(graph_name), storage=storage, settings=AT_ONCE)
+    await d.start()
+    await d.join("w1")
+    await d.retire_all()
+    assert d.facts().assign is not None
+    return d, d.sent
 
 
 async def test_an_older_coordinator_is_fenced_at_its_next_check_and_sends_nothing() -> None:
     storage = open_storage("memory://")
     old, sent = await placed(storage, uuid.uuid4().hex[:8])
-    await complete_a_checkpoint(old)
+    await old.complete_a_checkpoint()
     assert await take_epoch(storage) == 2  # a second coordinator of the pipeline starts
 
-    await old._tick(time.monotonic())  # before its next check: it goes on for now
+    await old.step(now=time.monotonic())  # before its next check: it goes on for now
     assert fenced_by(old) is None
-    await old._tick(time.monotonic() + 1.0)
+    await old.step(now=time.monotonic() + 1.0)
     assert fenced_by(old) == 2
-    assert old.fenced
+    assert old.facts().fenced
 
     before = len(sent.messages)
-    assert old.tracker is not None
+    assert old.facts().assign is not None
     with pytest.raises(FencedError):
-        await old.trigger_checkpoint()  # asked through its API: nothing reaches the workers
+        await (
+            old.coordinator.trigger_checkpoint()
+        )  # asked through its API: nothing reaches the workers
     beat = Heartbeat("w1", "w1-1", slots=4, attempt=0, subtasks=())
-    await old._on_message(beat)  # a worker that missed the assignment: not sent again
-    await old._tick(time.monotonic() + 5.0)
+    await old.step(beat)  # a worker that missed the assignment: not sent again
+    await old.step(now=time.monotonic() + 5.0)
     assert len(sent.messages) == before
 
 
@@ -102,13 +96,13 @@ async def test_a_fenced_coordinator_leaves_the_jobs_state_alone() -> None:
     stopped, in the end-to-end test)."""
     storage = open_storage("memory://")
     c, _ = await placed(storage, uuid.uuid4().hex[:8])
-    assert CoordinatorStatus(c).status().fenced_by is None
+    assert CoordinatorStatus(c.coordinator).status().fenced_by is None
     await take_epoch(storage)
-    await c._tick(time.monotonic() + 1.0)
-    assert c.fenced
-    assert c.job.state is JobState.RUNNING
-    assert c.failure is None
-    status = CoordinatorStatus(c).status()
+    await c.step(now=time.monotonic() + 1.0)
+    assert c.facts().fenced
+    assert c.facts().state is JobState.RUNNING
+    assert c.facts().failure is None
+    status = CoordinatorStatus(c.coordinator).status()
     assert status.fenced_by == 2
     assert "FENCED           by coordinator epoch 2: this status is stale\n" in render_status(
         status, [], []
@@ -121,28 +115,29 @@ async def test_workers_on_an_attempt_placed_by_another_coordinator_are_taken_bac
     storage = open_storage("memory://")
     older, _ = await placed(storage, name := uuid.uuid4().hex[:8])
     newer, _ = await placed(storage, name)
-    assert newer.attempt == older.attempt + 1
-    await older._new_attempt()  # before its next check, the older one takes an attempt
-    beat = Heartbeat("w1", "w1-1", slots=4, attempt=older.attempt, subtasks=("tokenizer#0",))
-    await newer._on_message(beat)
-    assert not newer.fenced
-    assert newer.job.state is JobState.RECOVERING
-    assert newer.failure is not None
-    assert f"another coordinator placed attempt {older.attempt} on w1" in newer.failure.reason
+    assert newer.facts().attempt == older.facts().attempt + 1
+    taken = await take_attempt(storage)  # before its next check, the older one takes an attempt
+    beat = Heartbeat("w1", "w1-1", slots=4, attempt=taken, subtasks=("tokenizer#0",))
+    await newer.step(beat)
+    assert not newer.facts().fenced
+    assert newer.facts().state is JobState.RECOVERING
+    failure = newer.facts().failure
+    assert failure is not None
+    assert f"another coordinator placed attempt {taken} on w1" in failure.reason
 
-    await older._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=9, subtasks=()))
-    assert older.fenced  # at once, not at its next check: it leaves the workers alone
-    assert older.job.state is not JobState.RECOVERING
+    await older.step(Heartbeat("w1", "w1-1", slots=4, attempt=9, subtasks=()))
+    assert older.facts().fenced  # at once, not at its next check: it leaves the workers alone
+    assert older.facts().state is not JobState.RECOVERING
 
 
 async def test_a_coordinator_alone_is_never_fenced() -> None:
     storage = open_storage("memory://")
     c, _ = await placed(storage, uuid.uuid4().hex[:8])
-    await complete_a_checkpoint(c)
+    await c.complete_a_checkpoint()
     for seconds in (1.0, 2.0, 3.0):
-        await c._tick(time.monotonic() + seconds)
-    assert not c.fenced
-    assert c.job.state is not JobState.RECOVERING
+        await c.step(now=time.monotonic() + seconds)
+    assert not c.facts().fenced
+    assert c.facts().state is not JobState.RECOVERING
 
 
 def test_the_check_interval_is_an_option() -> None:
@@ -154,20 +149,22 @@ async def test_a_fenced_coordinator_refuses_stop_checkpoint_and_savepoint_reques
     storage = open_storage("memory://")
     c, _ = await placed(storage, uuid.uuid4().hex[:8])
     await take_epoch(storage)
-    await c._tick(time.monotonic() + 1.0)
+    await c.step(now=time.monotonic() + 1.0)
     for request in (
-        c.trigger_checkpoint(),
-        c.request_savepoint("before-upgrade"),
-        c.request_savepoint(stop=True),
+        c.coordinator.trigger_checkpoint(),
+        c.coordinator.request_savepoint("before-upgrade"),
+        c.coordinator.request_savepoint(stop=True),
     ):
         with pytest.raises(FencedError, match="fenced by coordinator epoch 2"):
             await request
     with pytest.raises(FencedError):
-        c.request_stop()
-    assert c.stopping is None
-    assert c.job.state is JobState.RUNNING
+        c.coordinator.request_stop()
+    assert c.facts().stop is None
+    assert c.facts().state is JobState.RUNNING
 
-    server = await serve(create_app(CoordinatorStatus(c), CollectorRegistry()), "127.0.0.1", 0)
+    server = await serve(
+        create_app(CoordinatorStatus(c.coordinator), CollectorRegistry()), "127.0.0.1", 0
+    )
     try:
         async with httpx.AsyncClient(base_url=server.url) as http:
             for path in ("/stop", "/checkpoints"):
@@ -186,9 +183,9 @@ async def test_a_fenced_coordinator_exports_only_that_it_is_fenced() -> None:
     the max over every coordinator scraped)."""
     storage = open_storage("memory://")
     c, _ = await placed(storage, name := uuid.uuid4().hex[:8])
-    await complete_a_checkpoint(c)
+    await c.complete_a_checkpoint()
     registry = CollectorRegistry()
-    registry.register(CoordinatorCollector(c))
+    registry.register(CoordinatorCollector(c.coordinator))
     labels = {"pipeline": f"wordcount-{name}"}
 
     def names() -> set[str]:
@@ -197,7 +194,7 @@ async def test_a_fenced_coordinator_exports_only_that_it_is_fenced() -> None:
     assert registry.get_sample_value("sluicegate_coordinator_fenced", labels) == 0
     assert "sluicegate_checkpoint_lag_seconds" in names()
     await take_epoch(storage)
-    await c._tick(time.monotonic() + 1.0)
+    await c.step(now=time.monotonic() + 1.0)
     assert registry.get_sample_value("sluicegate_coordinator_fenced", labels) == 1
     assert names() == {"sluicegate_coordinator_fenced"}
 
@@ -209,9 +206,9 @@ async def test_a_worker_reporting_an_attempt_nobody_took_restarts_nothing(
     before any worker hears of them, so one that is not there was never placed."""
     c, _ = await placed(open_storage("memory://"), uuid.uuid4().hex[:8])
     for _ in range(3):
-        await c._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=10**9, subtasks=()))
-    assert c.job.state is JobState.RUNNING
-    assert c.failure is None
+        await c.step(Heartbeat("w1", "w1-1", slots=4, attempt=10**9, subtasks=()))
+    assert c.facts().state is JobState.RUNNING
+    assert c.facts().failure is None
     assert "worker w1 reports attempt 1000000000, which no coordinator took" in caplog.text
 
 

@@ -3,6 +3,7 @@ the module docstring, with its labels, parsed back from the exposition format.""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -10,7 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluicegate.coordinator.checkpoint_stats import CheckpointStats
 from sluicegate.coordinator.checkpoints.tracker import AbortCause
+from sluicegate.coordinator.facts import CoordinatorFacts, WorkerFacts, checkpoint_facts
 from sluicegate.coordinator.metrics import CoordinatorCollector
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
@@ -18,6 +21,16 @@ from sluicegate.operators.protocol.messages import Heartbeat
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
 from tests.unit.coordinator.test_checkpoint_stats import manifest
+
+
+class Known:
+    """Facts a coordinator had at some moment, as `CoordinatorCollector` reads them."""
+
+    def __init__(self, facts: CoordinatorFacts) -> None:
+        self._facts = facts
+
+    def facts(self, now: float | None = None) -> CoordinatorFacts:
+        return self._facts
 
 
 @pytest.fixture
@@ -65,19 +78,26 @@ def test_a_fresh_coordinator_exports_zeros_and_no_last_checkpoint(
 
 
 def test_checkpoints_aborts_restarts_and_workers_appear_with_their_labels(
-    coordinator: Coordinator, registry: CollectorRegistry
+    coordinator: Coordinator,
 ) -> None:
     p = coordinator.graph.name
-    stats = coordinator.stats
+    stats = CheckpointStats()
     stats.on_triggered(4, now=50.0)
     stats.on_completed(
         manifest(4, phases={"a#0": (0.2, 0.01, 3.0)}, full=900, uploaded=90, completed_at=1e9),
         now=50.4,
     )
     stats.on_aborted(AbortCause.TIMED_OUT)
-    coordinator.attempt = 3  # two recoveries since the first attempt
     now = time.monotonic()
-    coordinator.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i", 2, 3, ()))
+    facts = dataclasses.replace(
+        coordinator.facts(now),
+        attempt=3,
+        restarts=2,  # two recoveries since the first attempt
+        workers=(WorkerFacts("w1", True, now, Heartbeat("w1", "i", 2, 3, ())),),
+        checkpoints=checkpoint_facts(stats, in_flight=None, recent_aborts=(), interval_seconds=2.5),
+    )
+    registry = CollectorRegistry()
+    registry.register(CoordinatorCollector(Known(facts)))
 
     got = samples(registry)
 

@@ -2,36 +2,34 @@
 
 from __future__ import annotations
 
-import time
-import uuid
-
-from sluicegate.coordinator.service import Coordinator
+from sluicegate.coordinator.numbering import take_attempt
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import Heartbeat
-from sluicegate.operators.storage import open_storage
-from sluicegate.testing import word_count
+from tests.unit.coordinator.driving import Driving
 
 
-def coordinator() -> Coordinator:
-    return Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
-        storage=open_storage("memory://"),
+async def attempt_3() -> Driving:
+    """A coordinator at attempt 3: attempts 1 and 2 were taken before it started."""
+    d = Driving()
+    for _ in range(2):
+        await take_attempt(d.storage)
+    await d.start()
+    assert d.facts().attempt == 3
+    return d
+
+
+async def test_counts_are_summed_per_operator_over_live_workers_of_the_current_attempt() -> None:
+    d = await attempt_3()
+    runs = {"desk#0": {"runs": {"running": 2, "done": 5}}, "desk#1": {"runs": {"running": 1}}}
+    other = {"desk#2": {"runs": {"done": 4, "failed": 1}}, "count#0": {"rows": {"keys": 7}}}
+    stale = {"desk#0": {"runs": {"running": 100}}}  # a zombie of attempt 2: not counted
+    await d.step(
+        Heartbeat("w1", "i", 2, 3, ("desk#0", "desk#1"), runs),
+        Heartbeat("w2", "j", 2, 3, ("desk#2", "count#0"), other),
+        Heartbeat("w3", "k", 2, 2, ("desk#0",), stale),
     )
 
-
-def test_counts_are_summed_per_operator_over_live_workers_of_the_current_attempt() -> None:
-    c = coordinator()
-    c.attempt = 3
-    now = time.monotonic()
-    runs = {"desk#0": {"runs": {"running": 2, "done": 5}}, "desk#1": {"runs": {"running": 1}}}
-    c.liveness.on_heartbeat("w1", now, Heartbeat("w1", "i", 2, 3, ("desk#0", "desk#1"), runs))
-    other = {"desk#2": {"runs": {"done": 4, "failed": 1}}, "count#0": {"rows": {"keys": 7}}}
-    c.liveness.on_heartbeat("w2", now, Heartbeat("w2", "j", 2, 3, ("desk#2", "count#0"), other))
-    stale = {"desk#0": {"runs": {"running": 100}}}  # a zombie of attempt 2: not counted
-    c.liveness.on_heartbeat("w3", now, Heartbeat("w3", "k", 2, 2, ("desk#0",), stale))
-
-    counts = CoordinatorStatus(c).status().counts
+    counts = CoordinatorStatus(d.coordinator).status().counts
 
     assert counts == {
         "desk": {"runs": {"running": 3, "done": 9, "failed": 1}},
@@ -39,7 +37,8 @@ def test_counts_are_summed_per_operator_over_live_workers_of_the_current_attempt
     }
 
 
-def test_no_heartbeat_with_counts_gives_no_counts() -> None:
-    c = coordinator()
-    c.liveness.on_heartbeat("w1", time.monotonic(), Heartbeat("w1", "i", 2, 0, ()))
-    assert CoordinatorStatus(c).status().counts == {}
+async def test_no_heartbeat_with_counts_gives_no_counts() -> None:
+    d = Driving()
+    await d.start()
+    await d.step(Heartbeat("w1", "i", 2, 0, ()))
+    assert CoordinatorStatus(d.coordinator).status().counts == {}

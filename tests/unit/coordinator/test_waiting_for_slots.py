@@ -13,33 +13,25 @@ import pytest
 
 from sluicegate.cli.commands import render_status
 from sluicegate.coordinator.assignment import save_assignment
-from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.operators.protocol.messages import Heartbeat, Retired
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import word_count
-from tests.unit.coordinator.test_rebalance import assigned
-from tests.unit.coordinator.test_restore_fallback import Sent
+from tests.unit.coordinator.driving import Driving
 
 
-async def join(c: Coordinator, worker: str, slots: int) -> None:
+async def join(d: Driving, worker: str, slots: int) -> None:
     """``worker`` sends its first heartbeat and retires the attempt being placed."""
     beat = Heartbeat(worker, f"{worker}-1", slots=slots, attempt=0, subtasks=())
-    await c._on_message(beat)
-    await c._on_message(Retired(worker, c.attempt))
+    await d.step(beat, Retired(worker, d.facts().attempt))
 
 
-def placing() -> Coordinator:
+async def placing() -> Driving:
     """A coordinator of a new word count on memory storage, placing as soon as it can."""
-    c = Coordinator(
-        word_count(uuid.uuid4().hex[:8]),
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=CoordinatorSettings(settle_seconds=0),
-    )
-    c._link = Sent()
-    return c
+    d = Driving(settings=CoordinatorSettings(settle_seconds=0))
+    await d.start()
+    return d
 
 
 def waits(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -50,39 +42,32 @@ async def test_too_few_slots_are_logged_once_per_change_until_placed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="sluicegate.coordinator")
-    graph = word_count(uuid.uuid4().hex[:8])
-    c = Coordinator(
-        graph,
-        bootstrap="127.0.0.1:1",
-        storage=open_storage("memory://"),
-        settings=CoordinatorSettings(settle_seconds=0),
-    )
-    c._link = Sent()
-    await c._new_attempt()
+    d = await placing()
+    graph = d.graph
     needed = len(list(graph.subtasks()))
     assert needed == 4
 
-    await join(c, "w1", slots=1)
+    await join(d, "w1", slots=1)
     for _ in range(3):
-        await c._tick(time.monotonic())
-    assert assigned(c) is None
+        await d.step()
+    assert d.facts().assign is None
     assert waits(caplog) == [
-        f"pipeline {graph.name}: attempt {c.attempt} waits for slots: 4 subtasks, the live "
-        "workers offer 1 (w1: 1); start more workers or give them more --slots"
+        f"pipeline {graph.name}: attempt {d.facts().attempt} waits for slots: 4 subtasks, the "
+        "live workers offer 1 (w1: 1); start more workers or give them more --slots"
     ]
 
-    await join(c, "w2", slots=2)
+    await join(d, "w2", slots=2)
     for _ in range(3):
-        await c._tick(time.monotonic())
-    assert assigned(c) is None
+        await d.step()
+    assert d.facts().assign is None
     assert len(waits(caplog)) == 2
     assert "offer 3 (w1: 1, w2: 2)" in waits(caplog)[-1]
 
-    await join(c, "w3", slots=1)
-    await c._tick(time.monotonic())
-    assert c.assign is not None
-    assert {w: len(s) for w, s in c.assign.assignment.items()} == {"w1": 1, "w2": 2, "w3": 1}
-    await c._tick(time.monotonic())
+    await join(d, "w3", slots=1)
+    assign = d.facts().assign
+    assert assign is not None
+    assert {w: len(s) for w, s in assign.assignment.items()} == {"w1": 1, "w2": 2, "w3": 1}
+    await d.step()
     assert len(waits(caplog)) == 2
 
 
@@ -90,38 +75,39 @@ async def test_a_new_attempt_logs_its_own_wait(caplog: pytest.LogCaptureFixture)
     """The same shortage is logged again for the next attempt (it may be a long while
     later: a worker died and the rest cannot host its subtasks)."""
     caplog.set_level(logging.INFO, logger="sluicegate.coordinator")
-    c = placing()
-    await c._new_attempt()
-    await join(c, "w1", slots=2)
-    await c._tick(time.monotonic())
-    first = c.attempt
-    await c._new_attempt()
-    await c._on_message(Retired("w1", c.attempt))
-    await c._tick(time.monotonic())
+    d = Driving(settings=CoordinatorSettings(settle_seconds=0, restart_delay_seconds=0))
+    now = time.monotonic()
+    await d.start(now)
+    await d.step(Heartbeat("w1", "w1-1", 2, 0, ()), Retired("w1", 1), now=now)
+    first = d.facts().attempt
+    await d.step(Heartbeat("w2", "w2-1", 2, 0, ()), Retired("w2", first), now=now)
+    assert d.facts().assign is not None  # placed over w1 and w2
+    # w2 dies: the next attempt has w1's 2 slots alone, for 4 subtasks.
+    later = now + d.settings.heartbeat_timeout_seconds + 1
+    await d.step(Heartbeat("w1", "w1-1", 2, first, ()), now=later)
+    await d.step(Retired("w1", first + 1), now=later)
+    assert d.facts().attempt == first + 1
     assert [f"attempt {first} waits" in m for m in waits(caplog)] == [True, False]
-    assert f"attempt {c.attempt} waits" in waits(caplog)[1]
+    assert f"attempt {d.facts().attempt} waits" in waits(caplog)[1]
 
 
 async def test_status_says_what_the_placement_waits_for() -> None:
     """``GET /status`` and ``sluicegate status`` show the wait; it ends once placed."""
-    c = placing()
-    view = CoordinatorStatus(c)
+    d = Driving(settings=CoordinatorSettings(settle_seconds=0))
+    view = CoordinatorStatus(d.coordinator)
     assert view.status().waiting_for is None
-    await c._new_attempt()
-    await c._tick(time.monotonic())
+    await d.start()
+    await d.step()
     assert view.status().waiting_for == "workers"
-    await c._on_message(Heartbeat("w1", "w1-1", slots=3, attempt=0, subtasks=()))
-    await c._tick(time.monotonic())
+    await d.step(Heartbeat("w1", "w1-1", slots=3, attempt=0, subtasks=()))
     assert view.status().waiting_for == "the live workers to retire their older subtasks"
-    await c._on_message(Retired("w1", c.attempt))
-    await c._tick(time.monotonic())
+    await d.step(Retired("w1", d.facts().attempt))
     waiting = "slots: 4 subtasks, the live workers offer 3 (w1: 3)"
     assert view.status().waiting_for == waiting
     assert f"waiting for      {waiting}\n" in render_status(view.status(), [], [])
 
-    await join(c, "w2", slots=1)
-    await c._tick(time.monotonic())
-    assert c.assign is not None
+    await join(d, "w2", slots=1)
+    assert d.facts().assign is not None
     assert view.status().waiting_for is None
     assert "waiting for" not in render_status(view.status(), [], [])
 
@@ -133,14 +119,12 @@ async def test_status_says_when_it_waits_to_adopt_a_running_attempt() -> None:
     graph = word_count(uuid.uuid4().hex[:8])
     subtasks = tuple(str(s) for s in graph.subtasks())
     await save_assignment(storage, 4, {"w1": subtasks})
-    c = Coordinator(graph, bootstrap="127.0.0.1:1", storage=storage)
-    c._link = Sent()
-    view = CoordinatorStatus(c)
-    await c._start_or_adopt()
-    await c._tick(time.monotonic())
+    d = Driving(graph, storage=storage, settings=CoordinatorSettings())
+    view = CoordinatorStatus(d.coordinator)
+    await d.start()
+    await d.step()
     assert view.status().waiting_for == "the heartbeats of attempt 4's workers, to adopt it"
-    await c._on_message(Heartbeat("w1", "w1-1", slots=4, attempt=4, subtasks=subtasks))
-    await c._tick(time.monotonic())
-    assert c.attempt == 4
-    assert c.assign is not None
+    await d.step(Heartbeat("w1", "w1-1", slots=4, attempt=4, subtasks=subtasks))
+    assert d.facts().attempt == 4
+    assert d.facts().assign is not None
     assert view.status().waiting_for is None

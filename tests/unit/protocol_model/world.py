@@ -3,8 +3,10 @@
 Only the world is simulated. Every subtask filters with the real
 :class:`~operators.protocol.restore_filter.RestoreFilter`, aligns with the real
 :class:`~operators.protocol.alignment.BarrierAligner` (or a subclass under test), reads and
-writes real ``sg-*`` headers, and the coordinator decides with the real
-:class:`~coordinator.checkpoints.tracker.CheckpointTracker`.
+writes real ``sg-*`` headers, and the coordinator decides with the real running phase,
+:class:`~coordinator.running.Running` (around the real
+:class:`~coordinator.checkpoints.tracker.CheckpointTracker`): the world performs the actions it
+answers, as `Coordinator._execute` does on Kafka and storage.
 
 * A partition is an append-only list; nothing ever removes from it, so a crash leaves
   orphaned tails behind, as Kafka does.
@@ -30,11 +32,19 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
 from sluicegate.coordinator.checkpoints.tracker import (
     AbortCheckpoint,
     CheckpointTracker,
     CommitManifest,
-    SendTrigger,
+)
+from sluicegate.coordinator.running import (
+    ApplyRetention,
+    CommitOffsets,
+    Complete,
+    Running,
+    RunningAction,
+    Trigger,
 )
 from sluicegate.operators.protocol.alignment import (
     Aligned,
@@ -44,7 +54,7 @@ from sluicegate.operators.protocol.alignment import (
     Process,
 )
 from sluicegate.operators.protocol.channels import Channel, TopicPartition
-from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.operators.protocol.messages import Assign, CheckpointAck, CheckpointDecline
 from sluicegate.operators.protocol.records import (
     SOURCE_WRITER,
     RecordKind,
@@ -60,6 +70,7 @@ from sluicegate.operators.protocol.snapshot import (
     Upload,
     snapshot_steps,
 )
+from sluicegate.operators.storage.manifest import CheckpointManifest
 from tests.helpers import fake_state_handle
 from tests.unit.protocol_model.subtask import (
     AbortMessage,
@@ -162,7 +173,7 @@ class World:
         self.uids = [
             f"op{op}#{j}" for op in range(shape.operators) for j in range(shape.parallelism[op])
         ]
-        self.tracker = self._new_tracker()
+        self.running = self._new_attempt()
         self.subtasks: dict[str, SimSubtask] = {uid: self._restore(uid) for uid in self.uids}
         self.zombies: list[SimSubtask] = []
 
@@ -232,7 +243,7 @@ class World:
     def _settled(self) -> bool:
         return (
             not self.source
-            and self.tracker.in_flight is None
+            and self.running.in_flight is None
             and all(
                 not sub.unpublished and sub.aligner.aligning is None and sub.publishing is None
                 for sub in self.subtasks.values()
@@ -403,14 +414,12 @@ class World:
     def _coordinator_receive(self, _: Chooser) -> None:
         message = self.to_coordinator.popleft()
         if isinstance(message, CheckpointAck):
-            commit = self.tracker.on_ack(message)
-            if commit is not None:
-                self.committing = commit
+            self._perform(self.running.on_ack(message))
             return
-        abort = self.tracker.on_decline(
-            message.checkpoint_id, message.attempt, message.subtask, message.reason, self.now
+        decline = CheckpointDecline(
+            message.subtask, message.checkpoint_id, message.attempt, message.reason
         )
-        self._broadcast_abort(abort)
+        self._perform(self.running.on_decline(decline, self.now))
 
     def _commit(self, _: Chooser) -> None:
         commit = self.committing
@@ -418,19 +427,36 @@ class World:
         self.committing = None
         assert commit.checkpoint_id not in self.manifests, "manifests are create-if-absent"
         self.manifests[commit.checkpoint_id] = commit.acks
-        completed = self.tracker.on_manifest_committed(commit.checkpoint_id, self.now)
-        assert completed is not None
-        self._count("completed")
-        for sub in self.subtasks.values():
-            sub.inbox.append(CompletedMessage(completed.checkpoint_id, completed.attempt))
+        manifest = CheckpointManifest.from_acks(
+            "model", commit.checkpoint_id, commit.attempt, commit.acks
+        )
+        completed = self.running.on_manifest_committed(manifest, self.now, self._slots)
+        assert any(isinstance(action, Complete) for action in completed)
+        self._perform(completed)
 
     def _tick(self, _: Chooser) -> None:
         # Only ticks move the clock, so a checkpoint's timeout counts coordinator rounds.
         self.now += 1
-        self._broadcast_abort(self.tracker.on_tick(self.now))
-        inject = self.tracker.trigger(self.now)
-        if inject is not None:
-            self._inject(inject)
+        self._perform(self.running.tick(self.now))
+
+    def _perform(self, actions: list[RunningAction]) -> None:
+        """Do what the running phase answered, in order, as `Coordinator._execute` does."""
+        for action in actions:
+            match action:
+                case Trigger():
+                    self._inject(action)
+                case AbortCheckpoint():
+                    self._broadcast_abort(action)
+                case CommitManifest():
+                    self.committing = action  # committed by an event of its own
+                case Complete(manifest=manifest):
+                    self._count("completed")
+                    for sub in self.subtasks.values():
+                        sub.inbox.append(CompletedMessage(manifest.checkpoint_id, manifest.attempt))
+                case CommitOffsets() | ApplyRetention():
+                    pass  # nothing the protocol depends on: lag tools and retention
+                case _:
+                    raise AssertionError(f"the model's running attempt cannot {action}")
 
     def time_out(self) -> None:
         """The clock jumps past the timeout and the coordinator ticks: what is in flight aborts."""
@@ -438,8 +464,8 @@ class World:
         self.trace.append(f"{self.now:g} clock jumps past the timeout")
         self._tick(lambda _: 0)
 
-    def _inject(self, inject: SendTrigger) -> None:
-        self.durable_next_id = self.tracker.next_checkpoint_id
+    def _inject(self, inject: Trigger) -> None:
+        self.durable_next_id = inject.checkpoint_id + 1  # recorded as used before the barriers
         for sub in self.subtasks.values():  # the trigger goes over the control plane
             if sub.operator == 0:
                 sub.inbox.append(TriggerMessage(inject.checkpoint_id, inject.attempt))
@@ -467,7 +493,7 @@ class World:
         self.trace.append(f"{self.now:g} crash and recovery to attempt {self.attempt + 1}")
         self.crash_situations.extend(self._situations())
         self.attempt += 1
-        self.tracker = self._new_tracker()  # as the coordinator does: one tracker per attempt
+        self.running = self._new_attempt()  # as the coordinator does: one tracker per attempt
         self.to_coordinator.clear()
         self.committing = None
         for old in self.subtasks.values():
@@ -499,8 +525,13 @@ class World:
             found.append("crash before manifest commit")
         return found or ["crash elsewhere"]
 
-    def _new_tracker(self) -> CheckpointTracker:
-        return CheckpointTracker(
+    @property
+    def _slots(self) -> dict[str, int]:
+        """One worker runs every subtask: the model never calls for a rebalance."""
+        return {"w": len(self.uids)}
+
+    def _new_attempt(self) -> Running:
+        tracker = CheckpointTracker(
             subtasks=self.uids,
             next_checkpoint_id=self.durable_next_id,
             attempt=self.attempt,
@@ -508,6 +539,9 @@ class World:
             min_pause_seconds=self.config.min_pause,
             timeout_seconds=self.config.timeout,
         )
+        assign = Assign(self.attempt, None, self.durable_next_id, {"w": tuple(self.uids)})
+        # Storage never fails in the model: the backoff stays at rest.
+        return Running(tracker, assign, StorageBackoff(), subtasks=self.uids)
 
     def _restore(self, uid: str) -> SimSubtask:
         """A subtask of the current attempt, from the last completed checkpoint or empty.
