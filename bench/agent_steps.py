@@ -81,6 +81,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
+from bench.cpu import CpuSpan
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import report_table
 from sluicegate import Agent, AgentTopics, add_agent
@@ -176,9 +177,24 @@ def agent_graph(agent: Agent, tag: str, parallelism: int) -> tuple[JobGraph, Age
 
 @dataclass(frozen=True, slots=True)
 class Measured:
+    """A timed span: wall seconds, and CPU seconds of the processes doing the work (``cpu``)
+    and of the broker (``broker_cpu``) when known."""
+
     elapsed: float
     runs: int
     steps: int
+    cpu: float | None = None
+    broker_cpu: float | None = None
+
+    @property
+    def cpu_ms_per_step(self) -> str:
+        return "-" if self.cpu is None else f"{self.cpu * 1000 / (self.runs * self.steps):.2f}"
+
+    @property
+    def with_broker_ms_per_step(self) -> str:
+        if self.cpu is None or self.broker_cpu is None:
+            return "-"
+        return f"{(self.cpu + self.broker_cpu) * 1000 / (self.runs * self.steps):.2f}"
 
     @property
     def steps_per_s(self) -> float:
@@ -220,13 +236,18 @@ async def local_job(
         try:
             # Warm: topics made, subtasks assigned, journals rebuilt, sinks' producers fenced.
             await job.wait_for_checkpoints(1, timeout_s=120)
+            span = CpuSpan(bootstrap)
+            span.start()
             elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=0)
+            cpu, broker = span.stop()
             job.raise_failure()
         finally:
             await job.crash()
     check_results(results, runs, steps)
     assert window.first is not None
-    return Measured(elapsed, runs, steps), Measured(window.last - window.first, runs, steps)
+    return Measured(elapsed, runs, steps, cpu, broker), Measured(
+        window.last - window.first, runs, steps
+    )
 
 
 async def process_job(
@@ -251,10 +272,13 @@ async def process_job(
         if len(await read_committed(bootstrap, topics.results, 1, timeout_s=180)) != 1:
             cluster.check_alive()
             raise RuntimeError(f"the warm-up run's result did not arrive; logs in {tmp}")
+        span = CpuSpan(bootstrap, [p.pid for p in cluster.processes.values()])
+        span.start()
         elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=1)
+        cpu, broker = span.stop()
         cluster.check_alive()
     check_results(results, runs + 1, steps)  # the warm-up run's result among them
-    return Measured(elapsed, runs, steps)
+    return Measured(elapsed, runs, steps, cpu, broker)
 
 
 async def submit_and_read(
@@ -307,10 +331,10 @@ async def plain_runs(runs: int, steps: int) -> Measured:
             raise RuntimeError(f"run {state.run_id} ended {state.status} at step {state.step}")
 
     await one(-1)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(runs):
         await one(i)
-    return Measured(time.perf_counter() - started, runs, steps)
+    return Measured(time.perf_counter() - started, runs, steps, time.process_time() - cpu, 0.0)
 
 
 async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int) -> Measured:
@@ -368,10 +392,14 @@ async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int
 
     try:
         await one(-1)
+        span = CpuSpan(bootstrap or "")
+        span.start()
         started = time.perf_counter()
         for i in range(runs):
             await one(i)
-        return Measured(time.perf_counter() - started, runs, steps)
+        elapsed = time.perf_counter() - started
+        cpu, broker = span.stop()
+        return Measured(elapsed, runs, steps, cpu, broker if bootstrap else 0.0)
     finally:
         await operator.close()
         store.close()
@@ -455,7 +483,8 @@ def report(
 ) -> None:
     def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         ms = f"{m.ms_per_step:.2f}" if per_step else "-"
-        return (name, at_once, f"{m.steps_per_s:,.0f}", ms)
+        return (name, at_once, f"{m.steps_per_s:,.0f}", ms, m.cpu_ms_per_step,
+                m.with_broker_ms_per_step)  # fmt: skip
 
     def ours_row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         return (*row(name, at_once, m, per_step), "-")
@@ -473,19 +502,22 @@ def report(
         ours_row("sluicegate direct, AgentOperator + Kafka journal + RocksDB", "1",
             ours["kafka"], True),
         ("sluicegate per-step overhead of durability (Kafka+RocksDB - plain)", "1", "-",
-         f"{overhead:.2f}", "-"),
+         f"{overhead:.2f}", "-", "-", "-"),
     ]  # fmt: skip
     if isinstance(theirs, str):
-        rows.append(("langgraph: unavailable (below)", "-", "-", "-", "-"))
+        rows.append(("langgraph: unavailable (below)", "-", "-", "-", "-", "-", "-"))
     else:
-        lg = {k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"]) for k in LANGGRAPH_MODES}
+        lg = {  # LangGraph's durability is in its process: SQLite's fsync is its system time
+            k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"], theirs[k]["cpu_s"], 0.0)
+            for k in LANGGRAPH_MODES
+        }
         lg_overhead = lg["sqlite_sync"].ms_per_step - lg["plain"].ms_per_step
         for key, (name, at_once) in LANGGRAPH_MODES.items():
             over = f"{ours['job'].steps_per_s / lg[key].steps_per_s:.2f}x"
             rows.append((*row(f"langgraph, {name}", str(runs) if at_once else "1", lg[key],
                               per_step=not at_once), over))  # fmt: skip
         rows.append(("langgraph per-step overhead of checkpointing (SqliteSaver sync - none)",
-                     "1", "-", f"{lg_overhead:.2f}", "-"))  # fmt: skip
+                     "1", "-", f"{lg_overhead:.2f}", "-", "-", "-"))  # fmt: skip
     notes = [
         f"LocalJob rows: the median of {job_rounds} rounds (a new job each); steps/s "
         f"{ours['job_slowest'].steps_per_s:,.0f}-{ours['job_fastest'].steps_per_s:,.0f} "
@@ -494,6 +526,17 @@ def report(
         "published by the checkpoint after the last answer, so submit→result moves by up to "
         "one interval between rounds)"
     ]
+    notes.append(
+        "CPU ms/step: CPU seconds of the processes doing the work over the timed span, per step "
+        "(LocalJob: this process, the client submitting and reading included; worker "
+        "processes: coordinator and workers, plus this process; LangGraph: its process); with "
+        "broker: plus the broker JVM's (bench.cpu; '-' when it is not a local process). Who "
+        "fsyncs what: LangGraph's SQLite commits each checkpoint with synchronous=FULL in WAL "
+        "mode, an fsync of the WAL per commit, counted as its process's system time; the "
+        "broker fsyncs no write (Kafka's default flush policy; one replica here, so acks=all "
+        "is the leader's page cache: on a real cluster durability is replication); RocksDB "
+        "syncs only at a checkpoint."
+    )
     if "processes" in ours:
         notes.append(
             f"worker processes rows: {processes} `sluicegate worker` processes (one agent "
@@ -527,7 +570,8 @@ def report(
         notes.append(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
                      f"{theirs['checkpoints_per_run']} checkpoints per langgraph run")  # fmt: skip
     title = f"Durable agent steps: sluicegate and LangGraph, {runs} runs of {steps} steps"
-    header = ("", "runs at once", "steps/s", "ms/step", "LocalJob submit→result / it")
+    header = ("", "runs at once", "steps/s", "ms/step", "CPU ms/step", "with broker CPU ms/step",
+              "LocalJob submit→result / it")  # fmt: skip
     report_table("agent_steps", title, header, rows, notes)
 
 
