@@ -1,11 +1,14 @@
 """Durable agent steps per second, and the per-step cost of durability, vs LangGraph + SQLite.
 
-    uv run --frozen python -m bench.agent_steps [--runs 20] [--steps 40] [--interval 1]
+    uv run --frozen python -m bench.agent_steps [--runs 20] [--steps 40,200] [--interval 1]
         [--parallelism 2] [--fetch-timeout-ms 50] [--job-rounds 3] [--processes 2]
 
 One agent whose scripted model (no latency) makes a ``--steps``-step run: ``steps - 1`` model
 calls each asking for one read-only in-process tool call (``add(a, b)``), then a final answer.
-A step is one model call and the tool call it asked for. Measured, in this order:
+A step is one model call and the tool call it asked for. Everything below runs, and prints a
+table, for each run length of ``--steps`` (40 and 200 by default: with 40, 800 steps take
+about the checkpoint interval, so submit→result mostly measures that interval). Measured, in
+this order:
 
 1. **LocalJob**: the agent in a pipeline (4 partitions, ``--parallelism`` subtasks) run by
    `LocalJob` with a checkpoint every ``--interval`` s. ``--runs`` tasks are submitted at once;
@@ -32,10 +35,12 @@ A step is one model call and the tool call it asked for. Measured, in this order
 3. **LangGraph** (``bench/langgraph_steps.py``, in a throwaway environment made by ``uv run
    --isolated --no-project --with langgraph==… --with langgraph-checkpoint-sqlite==…``; nothing
    from LangGraph is imported here): the same policy as a `StateGraph` (``model`` and ``tool``
-   nodes, a conditional edge back) compiled with `SqliteSaver` on a file, ``durability="sync"``,
-   a thread id per run; runs one after another, and all at once with `AsyncSqliteSaver`; also
-   without a checkpointer, for its own per-step overhead. If uv cannot fetch LangGraph it
-   prints ``langgraph: unavailable (<reason>)`` instead.
+   nodes, a conditional edge back), in every mode side by side (`LANGGRAPH_MODES`): without a
+   checkpointer, `SqliteSaver` with ``durability="sync"`` and ``"async"`` under ``invoke``,
+   `AsyncSqliteSaver` with both under ``ainvoke`` (``async def`` nodes), one run at a time
+   and all at once; a thread id per run. The last column is our LocalJob's submit→result
+   steps/s over each; the notes compare with LangGraph's fastest durable mode all at once. If
+   uv cannot fetch LangGraph it prints ``langgraph: unavailable (<reason>)`` instead.
 
 What is not comparable:
 
@@ -76,6 +81,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
+from bench.cpu import CpuSpan
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import report_table
 from sluicegate import Agent, AgentTopics, add_agent
@@ -106,6 +112,18 @@ from sluicegate.testing import read_committed
 PARTITIONS = 4  # what sluicegate.testing.read_committed reads
 DIRECT_ROUNDS = 3
 LANGGRAPH = ("langgraph==1.2.24", "langgraph-checkpoint-sqlite==3.1.2")
+LANGGRAPH_MODES = {  # the keys of bench/langgraph_steps.py's JSON: (name, all runs at once)
+    "plain": ("no checkpointer, invoke", False),
+    "plain_async": ("no checkpointer, ainvoke", False),
+    "plain_concurrent": ("no checkpointer, ainvoke", True),
+    "sqlite_sync": ("SqliteSaver, durability=sync, invoke", False),
+    "sqlite_async": ("SqliteSaver, durability=async (default), invoke", False),
+    "aiosqlite_sync": ("AsyncSqliteSaver, durability=sync, ainvoke", False),
+    "aiosqlite_async": ("AsyncSqliteSaver, durability=async, ainvoke", False),
+    "sqlite_sync_concurrent": ("AsyncSqliteSaver, durability=sync, ainvoke", True),
+    "aiosqlite_async_concurrent": ("AsyncSqliteSaver, durability=async, ainvoke", True),
+}
+DURABLE_AT_ONCE = ("sqlite_sync_concurrent", "aiosqlite_async_concurrent")
 _REPO = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = "You add numbers with the add tool, then answer."
 
@@ -159,9 +177,24 @@ def agent_graph(agent: Agent, tag: str, parallelism: int) -> tuple[JobGraph, Age
 
 @dataclass(frozen=True, slots=True)
 class Measured:
+    """A timed span: wall seconds, and CPU seconds of the processes doing the work (``cpu``)
+    and of the broker (``broker_cpu``) when known."""
+
     elapsed: float
     runs: int
     steps: int
+    cpu: float | None = None
+    broker_cpu: float | None = None
+
+    @property
+    def cpu_ms_per_step(self) -> str:
+        return "-" if self.cpu is None else f"{self.cpu * 1000 / (self.runs * self.steps):.2f}"
+
+    @property
+    def with_broker_ms_per_step(self) -> str:
+        if self.cpu is None or self.broker_cpu is None:
+            return "-"
+        return f"{(self.cpu + self.broker_cpu) * 1000 / (self.runs * self.steps):.2f}"
 
     @property
     def steps_per_s(self) -> float:
@@ -203,13 +236,18 @@ async def local_job(
         try:
             # Warm: topics made, subtasks assigned, journals rebuilt, sinks' producers fenced.
             await job.wait_for_checkpoints(1, timeout_s=120)
+            span = CpuSpan(bootstrap)
+            span.start()
             elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=0)
+            cpu, broker = span.stop()
             job.raise_failure()
         finally:
             await job.crash()
     check_results(results, runs, steps)
     assert window.first is not None
-    return Measured(elapsed, runs, steps), Measured(window.last - window.first, runs, steps)
+    return Measured(elapsed, runs, steps, cpu, broker), Measured(
+        window.last - window.first, runs, steps
+    )
 
 
 async def process_job(
@@ -234,10 +272,13 @@ async def process_job(
         if len(await read_committed(bootstrap, topics.results, 1, timeout_s=180)) != 1:
             cluster.check_alive()
             raise RuntimeError(f"the warm-up run's result did not arrive; logs in {tmp}")
+        span = CpuSpan(bootstrap, [p.pid for p in cluster.processes.values()])
+        span.start()
         elapsed, results = await submit_and_read(bootstrap, topics, runs, steps, earlier=1)
+        cpu, broker = span.stop()
         cluster.check_alive()
     check_results(results, runs + 1, steps)  # the warm-up run's result among them
-    return Measured(elapsed, runs, steps)
+    return Measured(elapsed, runs, steps, cpu, broker)
 
 
 async def submit_and_read(
@@ -290,10 +331,10 @@ async def plain_runs(runs: int, steps: int) -> Measured:
             raise RuntimeError(f"run {state.run_id} ended {state.status} at step {state.step}")
 
     await one(-1)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(runs):
         await one(i)
-    return Measured(time.perf_counter() - started, runs, steps)
+    return Measured(time.perf_counter() - started, runs, steps, time.process_time() - cpu, 0.0)
 
 
 async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int) -> Measured:
@@ -351,10 +392,14 @@ async def operator_runs(bootstrap: str | None, root: Path, runs: int, steps: int
 
     try:
         await one(-1)
+        span = CpuSpan(bootstrap or "")
+        span.start()
         started = time.perf_counter()
         for i in range(runs):
             await one(i)
-        return Measured(time.perf_counter() - started, runs, steps)
+        elapsed = time.perf_counter() - started
+        cpu, broker = span.stop()
+        return Measured(elapsed, runs, steps, cpu, broker if bootstrap else 0.0)
     finally:
         await operator.close()
         store.close()
@@ -432,44 +477,47 @@ def report(
     ours: dict[str, Measured],
     theirs: dict[str, Any] | str,
     runs: int,
+    steps: int,
     job_rounds: int,
     processes: int,
 ) -> None:
     def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         ms = f"{m.ms_per_step:.2f}" if per_step else "-"
-        return (name, at_once, f"{m.steps_per_s:,.0f}", ms)
+        return (name, at_once, f"{m.steps_per_s:,.0f}", ms, m.cpu_ms_per_step,
+                m.with_broker_ms_per_step)  # fmt: skip
+
+    def ours_row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
+        return (*row(name, at_once, m, per_step), "-")
 
     overhead = ours["kafka"].ms_per_step - ours["plain"].ms_per_step
     rows = [
-        row("sluicegate LocalJob (Kafka journal + RocksDB + checkpoints), submit→result",
+        ours_row("sluicegate LocalJob (Kafka journal + RocksDB + checkpoints), submit→result",
             str(runs), ours["job"], per_step=False),
-        row("  same, first model call→last answer", str(runs), ours["job_engine"], False),
-        *([row(f"sluicegate, {processes} worker processes + coordinator, submit→result",
+        ours_row("  same, first model call→last answer", str(runs), ours["job_engine"], False),
+        *([ours_row(f"sluicegate, {processes} worker processes + coordinator, submit→result",
                str(runs), ours["processes"], False)] if "processes" in ours else []),
-        row("sluicegate direct, plain loop (no durability)", "1", ours["plain"], True),
-        row("sluicegate direct, AgentOperator + in-memory journal + RocksDB", "1",
+        ours_row("sluicegate direct, plain loop (no durability)", "1", ours["plain"], True),
+        ours_row("sluicegate direct, AgentOperator + in-memory journal + RocksDB", "1",
             ours["memory"], True),
-        row("sluicegate direct, AgentOperator + Kafka journal + RocksDB", "1",
+        ours_row("sluicegate direct, AgentOperator + Kafka journal + RocksDB", "1",
             ours["kafka"], True),
         ("sluicegate per-step overhead of durability (Kafka+RocksDB - plain)", "1", "-",
-         f"{overhead:.2f}"),
+         f"{overhead:.2f}", "-", "-", "-"),
     ]  # fmt: skip
     if isinstance(theirs, str):
-        rows.append(("langgraph + SqliteSaver: unavailable (below)", "-", "-", "-"))
+        rows.append(("langgraph: unavailable (below)", "-", "-", "-", "-", "-", "-"))
     else:
-        kinds = ("plain", "sqlite_sync", "sqlite_async", "sqlite_sync_concurrent")
-        lg = {k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"]) for k in kinds}
+        lg = {  # LangGraph's durability is in its process: SQLite's fsync is its system time
+            k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"], theirs[k]["cpu_s"], 0.0)
+            for k in LANGGRAPH_MODES
+        }
         lg_overhead = lg["sqlite_sync"].ms_per_step - lg["plain"].ms_per_step
-        rows += [
-            row("langgraph, no checkpointer", "1", lg["plain"], True),
-            row("langgraph + SqliteSaver, durability=sync", "1", lg["sqlite_sync"], True),
-            row("langgraph + SqliteSaver, durability=async (default)", "1",
-                lg["sqlite_async"], True),
-            row("langgraph + AsyncSqliteSaver, durability=sync", str(runs),
-                lg["sqlite_sync_concurrent"], False),
-            ("langgraph per-step overhead of checkpointing (sync - none)", "1", "-",
-             f"{lg_overhead:.2f}"),
-        ]  # fmt: skip
+        for key, (name, at_once) in LANGGRAPH_MODES.items():
+            over = f"{ours['job'].steps_per_s / lg[key].steps_per_s:.2f}x"
+            rows.append((*row(f"langgraph, {name}", str(runs) if at_once else "1", lg[key],
+                              per_step=not at_once), over))  # fmt: skip
+        rows.append(("langgraph per-step overhead of checkpointing (SqliteSaver sync - none)",
+                     "1", "-", f"{lg_overhead:.2f}", "-", "-", "-"))  # fmt: skip
     notes = [
         f"LocalJob rows: the median of {job_rounds} rounds (a new job each); steps/s "
         f"{ours['job_slowest'].steps_per_s:,.0f}-{ours['job_fastest'].steps_per_s:,.0f} "
@@ -478,6 +526,17 @@ def report(
         "published by the checkpoint after the last answer, so submit→result moves by up to "
         "one interval between rounds)"
     ]
+    notes.append(
+        "CPU ms/step: CPU seconds of the processes doing the work over the timed span, per step "
+        "(LocalJob: this process, the client submitting and reading included; worker "
+        "processes: coordinator and workers, plus this process; LangGraph: its process); with "
+        "broker: plus the broker JVM's (bench.cpu; '-' when it is not a local process). Who "
+        "fsyncs what: LangGraph's SQLite commits each checkpoint with synchronous=FULL in WAL "
+        "mode, an fsync of the WAL per commit, counted as its process's system time; the "
+        "broker fsyncs no write (Kafka's default flush policy; one replica here, so acks=all "
+        "is the leader's page cache: on a real cluster durability is replication); RocksDB "
+        "syncs only at a checkpoint."
+    )
     if "processes" in ours:
         notes.append(
             f"worker processes rows: {processes} `sluicegate worker` processes (one agent "
@@ -488,16 +547,19 @@ def report(
     if isinstance(theirs, str):
         notes.append(f"langgraph: unavailable ({theirs.strip()})")
     else:
+        best = max(DURABLE_AT_ONCE, key=lambda k: lg[k].steps_per_s)
         ratios = [
-            ("LocalJob submit→result", "langgraph+sqlite sync, one at a time", "job",
+            ("LocalJob submit→result", "langgraph+SqliteSaver sync, one at a time", "job",
              "sqlite_sync"),
-            ("LocalJob submit→result", "langgraph+sqlite sync, all at once", "job",
-             "sqlite_sync_concurrent"),
+            ("LocalJob submit→result", f"langgraph's fastest durable mode all at once "
+             f"({LANGGRAPH_MODES[best][0]})", "job", best),
             *([(f"{processes} worker processes submit→result",
-                "langgraph+sqlite sync, all at once", "processes", "sqlite_sync_concurrent")]
+                "langgraph's fastest durable mode all at once", "processes", best)]
               if "processes" in ours else []),
-            ("direct Kafka journal + RocksDB", "langgraph+sqlite sync, one at a time", "kafka",
-             "sqlite_sync"),
+            ("LocalJob submit→result", "langgraph without a checkpointer, all at once", "job",
+             "plain_concurrent"),
+            ("direct Kafka journal + RocksDB", "langgraph+SqliteSaver sync, one at a time",
+             "kafka", "sqlite_sync"),
         ]  # fmt: skip
         for ours_name, theirs_name, a, b in ratios:
             ratio = ours[a].steps_per_s / lg[b].steps_per_s
@@ -507,15 +569,21 @@ def report(
         versions = ", ".join(f"{k}=={v}" for k, v in theirs["versions"].items())
         notes.append(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
                      f"{theirs['checkpoints_per_run']} checkpoints per langgraph run")  # fmt: skip
-    title = "Durable agent steps: sluicegate and LangGraph"
-    header = ("", "runs at once", "steps/s", "ms/step")
+    title = f"Durable agent steps: sluicegate and LangGraph, {runs} runs of {steps} steps"
+    header = ("", "runs at once", "steps/s", "ms/step", "CPU ms/step", "with broker CPU ms/step",
+              "LocalJob submit→result / it")  # fmt: skip
     report_table("agent_steps", title, header, rows, notes)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs (R)")
-    parser.add_argument("--steps", type=int, default=40, help="model calls per run")
+    parser.add_argument(
+        "--steps",
+        type=lambda given: [int(n) for n in given.split(",")],
+        default=[40, 200],
+        help="model calls per run; a table for each of these (comma-separated)",
+    )
     parser.add_argument("--interval", type=float, default=1.0, help="checkpoint interval (s)")
     parser.add_argument("--parallelism", type=int, default=2, help="subtasks of the agent")
     parser.add_argument("--job-rounds", type=int, default=3, help="LocalJob rounds (median)")
@@ -529,30 +597,31 @@ def main() -> None:
         help="SubtaskSettings.fetch_timeout_ms: an idle subtask runs due wake-ups this often",
     )
     args = parser.parse_args()
-    if args.steps < 1 or args.runs < 1 or args.job_rounds < 1 or args.processes < 0:
+    if min(args.steps) < 1 or args.runs < 1 or args.job_rounds < 1 or args.processes < 0:
         parser.error("--runs, --steps and --job-rounds are at least 1, --processes at least 0")
     # Leader elections on new topics: the journal's rebuild retries until the leader is there.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     started = time.monotonic()
-    with kafka_bootstrap() as bootstrap:
-        measuring = sluicegate(
-            bootstrap,
-            args.runs,
-            args.steps,
-            args.interval,
-            args.parallelism,
-            args.fetch_timeout_ms,
-            args.job_rounds,
-            args.processes,
+    for steps in args.steps:
+        with kafka_bootstrap() as bootstrap:
+            measuring = sluicegate(
+                bootstrap,
+                args.runs,
+                steps,
+                args.interval,
+                args.parallelism,
+                args.fetch_timeout_ms,
+                args.job_rounds,
+                args.processes,
+            )
+            ours = asyncio.run(measuring)
+        theirs = langgraph(args.runs, steps)
+        print(
+            f"{args.runs} runs of {steps} steps (model call + tool call; the last step "
+            f"answers); LocalJob: checkpoint interval {args.interval} s, {args.parallelism} "
+            f"subtasks, fetch timeout {args.fetch_timeout_ms} ms"
         )
-        ours = asyncio.run(measuring)
-    theirs = langgraph(args.runs, args.steps)
-    print(
-        f"{args.runs} runs of {args.steps} steps (model call + tool call; the last step "
-        f"answers); LocalJob: checkpoint interval {args.interval} s, {args.parallelism} "
-        f"subtasks, fetch timeout {args.fetch_timeout_ms} ms"
-    )
-    report(ours, theirs, args.runs, args.job_rounds, args.processes)
+        report(ours, theirs, args.runs, steps, args.job_rounds, args.processes)
     print(f"benchmark took {time.monotonic() - started:.0f} s")
 
 

@@ -11,22 +11,37 @@ the project checks this file without LangGraph installed. Prints one JSON line.
 The graph: a ``model`` node applies the same deterministic policy as the sluicegate side (tool
 call ``add(a=n, b=1)`` for the first ``steps - 1`` model calls, then a final answer), a ``tool``
 node calls ``add``, a conditional edge goes back to ``model`` or ends. A run is ``steps`` model
-calls and ``steps - 1`` tool calls: ``2 * steps - 1`` super-steps, each checkpointed. Measured,
-each after one warm-up run:
+calls and ``steps - 1`` tool calls: ``2 * steps - 1`` super-steps, each checkpointed. The
+nodes are plain functions under ``invoke`` and ``async def`` under ``ainvoke`` (a plain function
+under ``ainvoke`` runs in a thread pool, which costs LangGraph 4-10%): each mode in its best
+form. Every mode, each after one warm-up run, with the process CPU seconds beside the wall
+time (SQLite's fsync is system time of this process):
 
-* ``plain``: compiled without a checkpointer, runs one after another;
-* ``sqlite_sync``: `SqliteSaver` on a file, ``durability="sync"`` (each super-step's checkpoint
-  is written before the next one starts), runs one after another, a thread id per run;
-* ``sqlite_async``: the same with LangGraph's default ``durability="async"`` (the checkpoint of
-  a super-step is written while the next one runs);
-* ``sqlite_sync_concurrent``: `AsyncSqliteSaver`, ``durability="sync"``, all runs at once
-  (``asyncio.gather`` of ``ainvoke``), as the sluicegate job runs them.
+==============================  =================  ===========  ==========  =============
+key                             checkpointer       durability   API         runs
+==============================  =================  ===========  ==========  =============
+``plain``                       none               -            invoke      one at a time
+``plain_async``                 none               -            ainvoke     one at a time
+``plain_concurrent``            none               -            ainvoke     all at once
+``sqlite_sync``                 SqliteSaver        sync         invoke      one at a time
+``sqlite_async``                SqliteSaver        async        invoke      one at a time
+``aiosqlite_sync``              AsyncSqliteSaver   sync         ainvoke     one at a time
+``aiosqlite_async``             AsyncSqliteSaver   async        ainvoke     one at a time
+``sqlite_sync_concurrent``      AsyncSqliteSaver   sync         ainvoke     all at once
+``aiosqlite_async_concurrent``  AsyncSqliteSaver   async        ainvoke     all at once
+==============================  =================  ===========  ==========  =============
+
+``durability="sync"`` writes each super-step's checkpoint before the next one starts;
+``"async"`` (LangGraph's default) writes it while the next one runs. `SqliteSaver` has no
+asynchronous methods, so it runs only under ``invoke``; all at once means ``asyncio.gather``
+of ``ainvoke``, as the sluicegate job runs them. Each checkpointer writes to its own file.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -58,8 +73,8 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def build_graph(steps: int) -> Any:
-    """The uncompiled `StateGraph` of one run."""
+def build_graph(steps: int, *, asynchronous: bool) -> Any:
+    """The uncompiled `StateGraph` of one run: ``async def`` nodes if ``asynchronous``."""
     graph_module = importlib.import_module("langgraph.graph")
 
     def model(state: RunGraphState) -> dict[str, list[Message]]:
@@ -71,12 +86,18 @@ def build_graph(steps: int) -> Any:
         answer = {"role": "tool", "content": json.dumps(result), "tool_call_id": call["id"]}
         return {"messages": [answer]}
 
+    async def amodel(state: RunGraphState) -> dict[str, list[Message]]:
+        return model(state)
+
+    async def atool(state: RunGraphState) -> dict[str, list[Message]]:
+        return tool(state)
+
     def route(state: RunGraphState) -> str:
         return "tool" if state["messages"][-1]["tool_calls"] else str(graph_module.END)
 
     builder = graph_module.StateGraph(RunGraphState)
-    builder.add_node("model", model)
-    builder.add_node("tool", tool)
+    builder.add_node("model", amodel if asynchronous else model)
+    builder.add_node("tool", atool if asynchronous else tool)
     builder.add_edge(graph_module.START, "model")
     builder.add_conditional_edges("model", route, ["tool", graph_module.END])
     builder.add_edge("tool", "model")
@@ -106,38 +127,63 @@ def timed_sequential(
     invoke: Callable[[RunGraphState, dict[str, Any]], Any], runs: int, steps: int, label: str
 ) -> dict[str, float]:
     check(invoke(task_input(-1), config(f"{label}-warmup", steps)), steps)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(runs):
         check(invoke(task_input(i), config(f"{label}-{i}", steps)), steps)
-    return measured(time.perf_counter() - started, runs, steps)
+    return measured(time.perf_counter() - started, time.process_time() - cpu, runs, steps)
 
 
-def measured(elapsed: float, runs: int, steps: int) -> dict[str, float]:
+def measured(elapsed: float, cpu: float, runs: int, steps: int) -> dict[str, float]:
     return {
         "elapsed_s": elapsed,
+        "cpu_s": cpu,
         "steps_per_s": runs * steps / elapsed,
         "ms_per_step": elapsed * 1000 / (runs * steps),
+        "cpu_ms_per_step": cpu * 1000 / (runs * steps),
     }
 
 
-async def timed_concurrent(builder: Any, db: Path, runs: int, steps: int) -> dict[str, float]:
+async def timed_async(
+    graph: Any, runs: int, steps: int, label: str, *, at_once: bool, **kwargs: Any
+) -> dict[str, float]:
+    """``runs`` runs of ``graph.ainvoke``: one after another, or all at once."""
+
+    async def one(i: int) -> None:
+        check(await graph.ainvoke(task_input(i), config(f"{label}-{i}", steps), **kwargs), steps)
+
+    await one(-1)
+    started, cpu = time.perf_counter(), time.process_time()
+    if at_once:
+        await asyncio.gather(*(one(i) for i in range(runs)))
+    else:
+        for i in range(runs):
+            await one(i)
+    return measured(time.perf_counter() - started, time.process_time() - cpu, runs, steps)
+
+
+async def async_modes(builder: Any, folder: Path, runs: int, steps: int) -> dict[str, Any]:
+    """The modes under ``ainvoke`` (``async def`` nodes)."""
     aio = importlib.import_module("langgraph.checkpoint.sqlite.aio")
-    async with aio.AsyncSqliteSaver.from_conn_string(str(db)) as saver:
-        graph = builder.compile(checkpointer=saver)
-
-        async def one(thread: str, i: int) -> None:
-            final = await graph.ainvoke(task_input(i), config(thread, steps), durability="sync")
-            check(final, steps)
-
-        await one("concurrent-warmup", -1)
-        started = time.perf_counter()
-        await asyncio.gather(*(one(f"concurrent-{i}", i) for i in range(runs)))
-        return measured(time.perf_counter() - started, runs, steps)
+    result: dict[str, Any] = {}
+    plain = builder.compile()
+    result["plain_async"] = await timed_async(plain, runs, steps, "pa", at_once=False)
+    result["plain_concurrent"] = await timed_async(plain, runs, steps, "pc", at_once=True)
+    modes = [("aiosqlite_sync", "sync", False), ("aiosqlite_async", "async", False),
+             ("sqlite_sync_concurrent", "sync", True),
+             ("aiosqlite_async_concurrent", "async", True)]  # fmt: skip
+    for key, durability, at_once in modes:
+        db = folder / f"{key}.sqlite"
+        async with aio.AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+            graph = builder.compile(checkpointer=saver)
+            result[key] = await timed_async(
+                graph, runs, steps, key, at_once=at_once, durability=durability
+            )
+    return result
 
 
 def bench(runs: int, steps: int) -> dict[str, Any]:
     sqlite_module = importlib.import_module("langgraph.checkpoint.sqlite")
-    builder = build_graph(steps)
+    builder = build_graph(steps, asynchronous=False)
     result: dict[str, Any] = {
         "versions": {
             name: importlib.metadata.version(name)
@@ -149,32 +195,27 @@ def bench(runs: int, steps: int) -> dict[str, Any]:
     plain = builder.compile()
     result["plain"] = timed_sequential(plain.invoke, runs, steps, "plain")
     with tempfile.TemporaryDirectory(prefix="langgraph-bench-") as tmp:
-        db = Path(tmp) / "checkpoints.sqlite"
-        conn = sqlite3.connect(db, check_same_thread=False)
-        try:
-            saver = sqlite_module.SqliteSaver(conn)
-            graph = builder.compile(checkpointer=saver)
-            for durability in ("sync", "async"):
+        for durability in ("sync", "async"):
+            conn = sqlite3.connect(Path(tmp) / f"{durability}.sqlite", check_same_thread=False)
+            try:
+                graph = builder.compile(checkpointer=sqlite_module.SqliteSaver(conn))
 
-                def invoke(data: RunGraphState, cfg: dict[str, Any], d: str = durability) -> Any:
-                    return graph.invoke(data, cfg, durability=d)
+                invoke = functools.partial(graph.invoke, durability=durability)
 
                 label = f"sqlite_{durability}"
                 result[label] = timed_sequential(invoke, runs, steps, label)
-            result["sqlite_pragmas"] = {
-                "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-                "synchronous": conn.execute("PRAGMA synchronous").fetchone()[0],
-            }
-            rows = conn.execute(
-                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", ("sqlite_sync-0",)
-            ).fetchone()
-            result["checkpoints_per_run"] = rows[0]
-        finally:
-            conn.close()
-        concurrent_db = Path(tmp) / "concurrent.sqlite"
-        result["sqlite_sync_concurrent"] = asyncio.run(
-            timed_concurrent(builder, concurrent_db, runs, steps)
-        )
+                result["sqlite_pragmas"] = {
+                    "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+                    "synchronous": conn.execute("PRAGMA synchronous").fetchone()[0],
+                }
+                rows = conn.execute(
+                    "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (f"{label}-0",)
+                ).fetchone()
+                result["checkpoints_per_run"] = rows[0]
+            finally:
+                conn.close()
+        asynchronous = build_graph(steps, asynchronous=True)
+        result |= asyncio.run(async_modes(asynchronous, Path(tmp), runs, steps))
     return result
 
 

@@ -3,10 +3,11 @@
     uv run python -m bench.peers_wordcount [--lines 20000] [--rounds 3] [--processes 1,2]
         [--systems sluicegate,quix,faust]
 
-Every system runs the same pipeline, stage for stage: lines (4 partitions, UTF-8 text) → split
-on whitespace → a topic keyed by the word (4 partitions) → a running count per word in RocksDB
-state → ``counts-<tag>``, one record per word occurrence: key the word, value its count as
-decimal text. Each gets the same guarantee, exactly-once with a commit every second:
+Every system runs the same pipeline, stage for stage, on the same input: lines (4 partitions,
+UTF-8 text) → split on whitespace → a topic keyed by the word (4 partitions) → a running count
+per word in RocksDB state (200 distinct words) → ``counts-<tag>``, one record per word
+occurrence: key the word, value its count as decimal text. Each commits every second, in its
+best mode; the guarantee column says what each one's output is, as observed (below):
 
 * **sluicegate**: ``sluicegate.testing.word_count`` (tokenizer x2, counter x2,
   exactly-once sink), a coordinator checkpointing every 1 s and 1 or 2 workers as real
@@ -17,23 +18,33 @@ decimal text. Each gets the same guarantee, exactly-once with a commit every sec
 * **faust-streaming** (``bench/peers/faust_wordcount.py``): a table in RocksDB with its
   changelog, ``broker_commit_interval=1.0``; 1 or 2 workers. ``processing_guarantee`` is
   ``exactly_once`` at 1 process and ``at_least_once`` at 2, where two ``exactly_once`` workers
-  stall (`faust_guarantee_at`; ``--faust-guarantee`` forces one); the table shows which ran.
+  stall (`faust_guarantee_at`; ``--faust-guarantee`` forces one). With faust-streaming 0.15.3
+  its ``counts-<tag>`` has no transaction markers even with ``exactly_once``: its sends to the
+  output are not in a transaction, so a crash can duplicate counts, and the table labels it
+  at-least-once.
+
+Whether an output is transactional is measured, not assumed (`transaction_markers`): after a
+run, the offsets of ``counts-<tag>`` span more than the records read from it only if commit
+or abort markers (control records, which take an offset each) are among them.
 
 The peers run in their own throwaway environments (``uv run --isolated --no-project --with
 <pinned>``) and nothing of theirs is imported here. A run, on fresh topics: start the
 processes, wait until the consumer group has every process (peers) and a warm-up line on each
-input partition has come out counted (every system: it is running end to end), then time from
-the first input line produced (all of them, as fast as one producer writes) to the last count
-visible to a ``read_committed`` consumer of ``counts-<tag>``: what a user downstream sees.
+input partition has come out counted (every system: it is running end to end), then produce
+every input line (as fast as one producer writes) and wait for the last count visible to a
+``read_committed`` consumer of ``counts-<tag>``: what a user downstream sees. Two times: *warm*
+from the first input line produced, *cold* from the moment the processes are launched (their
+start-up, the consumer group's forming and the warm-up's commit included).
 Then every word's counts must be exactly ``1, 2, …, n`` (no gap, no duplicate, none missing):
 anything else aborts the benchmark with `WrongCountsError`. A system that never starts (the
 warm-up not counted within 180 s) is run again on fresh topics, at most 3 times
 (`started_within`).
 
 Rounds are paired: each round runs every setup once, in an order rotated from round to round
-(drift on a noisy machine hits all). Printed: median and spread (min-max) of the seconds and
-words/s per setup, and per round the ratio of each peer's time to sluicegate's at the same
-process count (above 1: sluicegate is faster), with its median and spread.
+(drift on a noisy machine hits all). Printed: median and spread (min-max) of the warm seconds,
+words/s, the median cold seconds, and per round the ratio of each peer's time to sluicegate's
+at the same process count (above 1: sluicegate is faster), warm and cold, with its median and
+spread.
 """
 
 from __future__ import annotations
@@ -56,6 +67,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
@@ -79,7 +91,9 @@ GUARANTEE = {
     "sluicegate": "exactly-once sink, checkpoint every 1 s",
     "quix": "exactly-once, commit_interval=1.0",
 }
+NOT_TRANSACTIONAL = "at-least-once: no transaction markers on its output"
 _READY_TIMEOUT_S = 180.0
+T = TypeVar("T")
 
 
 class WrongCountsError(RuntimeError):
@@ -98,7 +112,7 @@ class NotReadyError(TimeoutError):
     """A system did not count the warm-up lines in time: it never started working."""
 
 
-async def started_within(tries: int, setup: str, run: Callable[[], Awaitable[float]]) -> float:
+async def started_within(tries: int, setup: str, run: Callable[[], Awaitable[T]]) -> T:
     """``run()``, again on fresh topics when the system never started (at most ``tries``
     times): a peer that fails to start now and then (faust at 2 processes) does not void the
     whole benchmark; a wrong count or a run that stalls after starting still does."""
@@ -110,6 +124,17 @@ async def started_within(tries: int, setup: str, run: Callable[[], Awaitable[flo
                 raise
             print(f"  {setup} did not start ({exc}); again on fresh topics")
     raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One run: seconds from the first line produced (warm) and from the launch of the
+    processes (cold) to the last count visible, and whether the output had transaction
+    markers."""
+
+    warm: float
+    cold: float
+    transactional: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +278,11 @@ async def warm_up(bootstrap: str, topic: str) -> None:
 
 async def run_once(
     bootstrap: str, setup: Setup, lines: list[str], expected: Counter[str], faust_guarantee: str
-) -> float:
-    """Seconds from the first line produced to the last count visible ``read_committed``."""
+) -> Timed:
+    """Warm and cold seconds to the last count visible ``read_committed`` (`Timed`)."""
     tag = uuid.uuid4().hex[:8]
     await ensure_topics(bootstrap, word_count(tag))  # lines-, words-, counts-<tag>, 4 each
+    launched = time.perf_counter()
     with contextlib.ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sluicegate-bench-")))
         if setup.system == "sluicegate":
@@ -276,10 +302,25 @@ async def run_once(
             started = time.perf_counter()
             await produce_lines(bootstrap, f"lines-{tag}", lines)
             await read_until(sink, records, expected.total(), alive, 1800.0)
-            elapsed = time.perf_counter() - started
+            finished = time.perf_counter()
+            markers = await transaction_markers(sink, records)
     check_counts(setup, records, expected)
-    print(f"  {setup.name}: {elapsed:.2f}s, every count right")
-    return elapsed
+    timed = Timed(finished - started, finished - launched, transactional=markers > 0)
+    print(f"  {setup.name}: {timed.warm:.2f}s warm, {timed.cold:.2f}s cold, every count right, "
+          f"{markers} transaction markers in its output")  # fmt: skip
+    return timed
+
+
+async def transaction_markers(
+    sink: AIOKafkaConsumer, records: list[ConsumerRecord[bytes, bytes]]
+) -> int:
+    """How many offsets of the sink's partitions hold no record ``records`` has: control
+    records (a transaction's commit or abort marker), since every count was read and a
+    ``read_committed`` end offset is past the last marker once every transaction ended."""
+    partitions = sorted(sink.assignment(), key=lambda tp: tp.partition)
+    first = await sink.beginning_offsets(partitions)
+    end = await sink.end_offsets(partitions)
+    return int(sum(end[tp] - first[tp] for tp in partitions)) - len(records)
 
 
 def faust_guarantee_at(chosen: str, processes: int) -> str:
@@ -295,13 +336,17 @@ def faust_guarantee_at(chosen: str, processes: int) -> str:
     return "exactly_once" if processes == 1 else "at_least_once"
 
 
-def guarantee_of(setup: Setup, faust_guarantee: str) -> str:
+def guarantee_of(setup: Setup, faust_guarantee: str, transactional: bool = True) -> str:
+    """What the table calls the setup's guarantee: what it was set to, unless its output had
+    no transaction markers (then it is at-least-once, whatever the setting says)."""
     if setup.system == "faust":
-        return f"{faust_guarantee_at(faust_guarantee, setup.processes)}, commit every 1 s"
-    return GUARANTEE[setup.system]
+        named = f"faust {faust_guarantee_at(faust_guarantee, setup.processes)}, commit every 1 s"
+    else:
+        named = GUARANTEE[setup.system]
+    return named if transactional else f"{NOT_TRANSACTIONAL} ({named})"
 
 
-def ratio_of(peer: list[float], ours: list[float]) -> str:
+def ratio_of(peer: Sequence[float], ours: Sequence[float]) -> str:
     """Median (and spread) of the per-round ``peer / ours`` time ratios."""
     ratios = [p / o for p, o in zip(peer, ours, strict=True)]
     return f"{median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
@@ -314,31 +359,42 @@ async def bench(
     expected = Counter(word for line in lines for word in line.split())
     expected[WARMUP] += PARTITIONS
     words = sum(len(line.split()) for line in lines)
-    times: dict[Setup, list[float]] = {s: [] for s in setups}
+    times: dict[Setup, list[Timed]] = {s: [] for s in setups}
     for r in range(rounds):
         print(f"round {r + 1} of {rounds}")
         for setup in setups[r % len(setups) :] + setups[: r % len(setups)]:
             run = functools.partial(run_once, bootstrap, setup, lines, expected, faust_guarantee)
-            seconds = await started_within(3, setup.name, run)
-            times[setup].append(seconds)
+            timed = await started_within(3, setup.name, run)
+            times[setup].append(timed)
             record(BENCH, "run", system=setup.system, processes=setup.processes, round=r,
-                   seconds=seconds, lines=lines_count, words=words)  # fmt: skip
+                   seconds=timed.warm, cold_seconds=timed.cold, lines=lines_count, words=words,
+                   transactional=timed.transactional)  # fmt: skip
     rows = []
-    for setup, t in times.items():
+    for setup, timed_runs in times.items():
+        warm = [t.warm for t in timed_runs]
+        cold = [t.cold for t in timed_runs]
         ours = times.get(Setup("sluicegate", setup.processes))
-        vs = ratio_of(t, ours) if ours and setup.system != "sluicegate" else ""
-        rows.append((setup.name, guarantee_of(setup, faust_guarantee),
-                     f"{median(t):.2f}",
-                     f"{min(t):.2f}-{max(t):.2f}", f"{words / median(t):,.0f}", vs))  # fmt: skip
-    header = ("setup", "guarantee", "median s", "spread s", "words/s", "its time / sluicegate's")
+        peer = ours is not None and setup.system != "sluicegate"
+        transactional = all(t.transactional for t in timed_runs)
+        rows.append((setup.name, guarantee_of(setup, faust_guarantee, transactional),
+                     f"{median(warm):.2f}", f"{min(warm):.2f}-{max(warm):.2f}",
+                     f"{words / median(warm):,.0f}", f"{median(cold):.2f}",
+                     ratio_of(warm, [t.warm for t in ours]) if peer and ours else "",
+                     ratio_of(cold, [t.cold for t in ours]) if peer and ours else ""))  # fmt: skip
+    header = ("setup", "guarantee (observed)", "warm median s", "warm spread s", "words/s",
+              "cold median s", "warm: its time / ours", "cold: its time / ours")  # fmt: skip
     report_table(
         BENCH,
         f"Word count side by side: {lines_count:,} lines, {words:,} words, {rounds} rounds",
         header,
         rows,
-        [f"Timed from the first line produced to the last count visible read_committed; "
-         f"ratios are per round (above 1: sluicegate faster), median (min-max); versions: "
+        [f"Warm: from the first line produced to the last count visible read_committed; cold: "
+         f"from launching the processes (start-up, the group forming and a warm-up line per "
+         f"partition counted and committed included); ratios are per round (above 1: "
+         f"sluicegate faster), median (min-max); the same input for every system; versions: "
          f"{', '.join(pin for _, pins in PEERS.values() for pin in pins)}.",
+         "Guarantee: as set, unless the output topic had no transaction markers after the run "
+         "(then at-least-once: a crash can duplicate counts).",
          "A count becomes visible only with a commit: sluicegate's when the checkpoint after "
          "it completes, the peers' after their word topic's transaction too; 1-2 s with a "
          "commit every second. Runs much longer than that measure throughput; runs near it "

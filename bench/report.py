@@ -66,7 +66,7 @@ def plot_throughput(plt: Any, rows: list[Row], out: Path) -> bool:
         high = [max(by_processes[x]) - m for m, x in zip(mids, xs, strict=True)]
         axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=system)
     axes.set(xlabel="processes", ylabel="words/s (to visible read_committed)",
-             title="Word count, exactly-once (median, bars: min-max)",
+             title="Word count, warm (median, bars: min-max; guarantees: table)",
              xticks=sorted({r["processes"] for r in runs}))  # fmt: skip
     axes.set_yscale("log")
     axes.grid(True, which="both", alpha=0.3)

@@ -64,8 +64,17 @@ def test_faust_guarantee_is_named_in_the_table() -> None:
     assert faust_guarantee_at("auto", 1) == "exactly_once"
     assert faust_guarantee_at("auto", 2) == "at_least_once"
     assert faust_guarantee_at("exactly_once", 2) == "exactly_once"
-    assert guarantee_of(Setup("faust", 2), "auto").startswith("at_least_once")
+    assert guarantee_of(Setup("faust", 2), "auto").startswith("faust at_least_once")
     assert guarantee_of(Setup("quix", 2), "auto").startswith("exactly-once")
+
+
+def test_an_output_without_transaction_markers_is_labelled_at_least_once() -> None:
+    labelled = guarantee_of(Setup("faust", 1), "auto", transactional=False)
+    assert labelled.startswith("at-least-once: no transaction markers")
+    assert "exactly_once" in labelled  # what it was set to, beside what it is
+    assert guarantee_of(Setup("sluicegate", 1), "auto", transactional=True).startswith(
+        "exactly-once"
+    )
 
 
 def test_results_are_json_lines_the_report_reads(
