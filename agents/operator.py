@@ -302,6 +302,7 @@ class AgentOperator(Operator):
             now=self._clock(),
             note=fork.note,
             blobs=fork.blobs,
+            offered_tools=fork.offered_tools,
         )
         logger.info(
             "run %s forked from %s after step %d by %s",
@@ -388,15 +389,13 @@ class AgentOperator(Operator):
         replays the calls from the journal (or calls again what it lacks)."""
         pending: list[Deferred] = []
         steps: list[machine.Transition] = []
+        calls = state.pending_calls
+        if self._sources and calls and calls[0].name not in self._tools:
+            for source in self._sources:  # listed since? (the refresh rule, `agents.mcp.source`)
+                source.invalidate()
         if any(source.stale for source in self._sources):
             await self._list_tools()
         action = machine.next_action(state, self._tools)
-        unknown = isinstance(action, machine.RejectCall) and action.call.name not in self._tools
-        if unknown and self._sources:  # listed since? (the refresh rule, `agents.mcp.source`)
-            for source in self._sources:
-                source.invalidate()
-            await self._list_tools()
-            action = machine.next_action(state, self._tools)
         try:
             step = await self._perform(state, action, ctx, now, pending)
             while step is not None:

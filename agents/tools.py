@@ -29,7 +29,9 @@ What a declaration promises, and what the runtime does with it:
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -51,6 +53,7 @@ __all__ = [
     "ToolKind",
     "ToolResources",
     "ToolSource",
+    "offered_digests",
     "tool",
     "tool_schemas",
 ]
@@ -227,6 +230,17 @@ class AnyArguments(BaseModel):
 
 def tool_schemas(tools: Sequence[Tool]) -> list[ToolSchema]:
     return [t.schema() for t in tools]
+
+
+def offered_digests(schemas: Sequence[ToolSchema]) -> dict[str, str]:
+    """Each offered tool's name and the SHA-256 of its schema as canonical JSON (sorted keys):
+    what a run records of the tools it was offered (`RunState.offered_tools`)."""
+    return {
+        s.name: hashlib.sha256(
+            json.dumps(s.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        for s in schemas
+    }
 
 
 def _arguments_model(tool_name: str, function: ToolFunction) -> type[BaseModel]:

@@ -9,9 +9,19 @@ from typing import Any
 import pytest
 
 from sluicegate import Agent
-from sluicegate.agents.tools import Tool, ToolContext, ToolDeclarationError, ToolKind, tool
+from sluicegate.agents.fork.request import fork_request
+from sluicegate.agents.history.replay import replay
+from sluicegate.agents.runs.state import RunState, run_key
+from sluicegate.agents.tools import (
+    Tool,
+    ToolContext,
+    ToolDeclarationError,
+    ToolKind,
+    offered_digests,
+    tool,
+)
 from sluicegate.operators.exceptions import RetryableError
-from tests.unit.agents.test_agent_operator import Desk, Turn, make_tools
+from tests.unit.agents.test_agent_operator import TOPICS, Desk, Turn, make_tools
 
 
 class ListedTools:
@@ -116,3 +126,63 @@ async def test_a_listed_tool_named_like_a_declared_one_is_refused_at_open() -> N
     desk = desk_with(source, ["fine"])
     with pytest.raises(ToolDeclarationError, match="look"):
         await desk.open()
+
+
+async def test_a_run_records_the_tools_it_was_offered() -> None:
+    source = ListedTools([listed_tool("note", [])])
+    desk = desk_with(source, [[("note", {"x": 1})], "noted"])
+    await desk.open()
+    await desk.task()
+    await desk.drain()
+    state = state_of(desk)
+    assert set(state.offered_tools) == {"look", "reserve", "release", "refund", "flaky", "tag",
+                                        "note"}  # fmt: skip
+    offered = offered_digests(desk.op._schemas)
+    assert state.offered_tools == offered
+    (first_model,) = [e for e in desk.world.events() if e.get("offered_tools")]
+    assert first_model["offered_tools"] == offered  # recorded once, in the first model event
+    assert replay(desk.world.events())[-1].state == state
+
+
+async def test_a_restored_run_whose_offered_tool_is_gone_fails_naming_it() -> None:
+    calls: list[dict[str, Any]] = []
+    source = ListedTools([listed_tool("note", calls)])
+    desk = desk_with(source, [[("note", {"x": 1})], "noted"])
+    await desk.open()
+    await desk.task()
+    assert await desk.step()  # the model asked for note; its call is the next wake-up's
+    assert state_of(desk).pending_calls[0].name == "note"
+    source.listing = []  # the server lost the tool; the worker restarts
+    source.invalidate()
+    await desk.crash()
+    await desk.drain()
+    (result,) = desk.world.results()
+    assert (result.status, result.reason) == ("failed", "tool_gone: note")
+    assert calls == []
+
+
+def state_of(desk: Desk) -> RunState:
+    raw = desk.world.state(TOPICS.tasks).get(run_key("r1"))
+    assert raw is not None
+    return RunState.decode(raw)
+
+
+async def test_a_fork_after_the_server_lost_a_tool_fails_naming_it() -> None:
+    calls: list[dict[str, Any]] = []
+    source = ListedTools([listed_tool("note", calls)])
+    desk = desk_with(source, [[("note", {"x": 1})], "noted"])
+    await desk.open()
+    await desk.task()
+    await desk.drain()
+    history = desk.world.events()
+    source.listing = []  # the server lost the tool
+    source.invalidate()
+    command = fork_request(history, 0, run_id="r1.dry", recorded_only=True)
+    assert "note" in command.offered_tools
+    await desk.send(TOPICS.approvals, command)
+    await desk.drain()
+    fork = RunState.decode(desk.world.state(TOPICS.tasks).rows[run_key("r1.dry")])
+    assert (fork.status, fork.reason) == ("failed", "tool_gone: note")
+    assert len(calls) == 1  # the parent's call only
+    fork_events = [e for e in desk.world.events() if e["run_id"] == "r1.dry"]
+    assert replay(fork_events)[-1].state == fork
