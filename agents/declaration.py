@@ -15,7 +15,7 @@ from sluicegate.agents.blobs.policy import BlobPolicy
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ModelClient
 from sluicegate.agents.runs.state import Budget
-from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolResources
+from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolResources, ToolSource
 from sluicegate.operators.contract import Record
 
 __all__ = ["JOURNAL_SUFFIX", "Agent", "AgentTopics", "TaskFeed", "TaskOf", "task_from_json"]
@@ -33,7 +33,9 @@ class Agent:
 
     name: str
     model: ModelClient | Callable[[], ModelClient]
-    tools: Sequence[Tool]
+    tools: Sequence[Tool | ToolSource]
+    """Tools declared with `@tool`, and sources of tools listed when the agent runs (an MCP
+    server: `agents.mcp.mcp_server`)."""
     instructions: str
     budget: Budget = field(default_factory=Budget)
     """A run's budget when its task sets none: by default 20 steps (model calls), no cost and
@@ -58,14 +60,24 @@ class Agent:
     ``compensation_needed`` and the metrics only."""
 
     def __post_init__(self) -> None:
-        names = [t.name for t in self.tools]
+        names = [t.name for t in self.declared_tools]
         if len(set(names)) != len(names):
             raise ToolDeclarationError(self.name, f"duplicate tool names in {names}")
-        for t in self.tools:
+        for t in self.declared_tools:
             if t.compensate and t.compensate not in names:
                 raise ToolDeclarationError(
                     t.name, f"its compensating tool {t.compensate!r} is not among the tools"
                 )
+
+    @property
+    def declared_tools(self) -> list[Tool]:
+        """The tools declared in Python (`@tool`); compensations are among them."""
+        return [t for t in self.tools if isinstance(t, Tool)]
+
+    @property
+    def tool_sources(self) -> list[ToolSource]:
+        """The sources of the tools listed when the agent runs."""
+        return [t for t in self.tools if not isinstance(t, Tool)]
 
     def budget_for(self, requested: Budget | None) -> Budget:
         """The budget of a run whose task asks for ``requested``.

@@ -41,7 +41,7 @@ from sluicegate.agents.models.contract import ChatMessage, ModelClient, ModelRes
 from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.cache import json_value
 from sluicegate.agents.runs.state import RunState
-from sluicegate.agents.tools import Tool, ToolContext
+from sluicegate.agents.tools import Tool, ToolContext, offered_digests
 from sluicegate.operators.contract import Context
 
 __all__ = ["EffectCalls"]
@@ -67,6 +67,8 @@ class EffectCalls:
     ) -> None:
         self._driver = EffectDriver(journal, attempt=attempt, fault=_fault)
         self._model, self._model_name, self._schemas = model, model_name, schemas
+        self._offered_for: tuple[ToolSchema, ...] = ()
+        self._offered_now: dict[str, str] = {}
         self._payloads, self._metrics, self._labels = payloads, metrics, labels
         self._counters: StepCounters = metrics.step_counters(*labels)
         self._save = save
@@ -113,8 +115,18 @@ class EffectCalls:
             counters.completion_tokens.inc(usage.completion_tokens)
             counters.cost.inc(usage.cost_usd)
         handle = self._payloads.stored(state, effect, outcome.value)
-        step = machine.after_model(state, response, now, blob=handle.id if handle else None)
+        step = machine.after_model(
+            state, response, now, blob=handle.id if handle else None, offered=self._offered()
+        )
         return _timed(step, started, outcome.replayed)
+
+    def _offered(self) -> dict[str, str]:
+        """The digests of the schemas offered now (computed again only when they changed:
+        the operator replaces the list's items when its tools are listed again)."""
+        schemas = tuple(self._schemas)
+        if self._offered_for != schemas:
+            self._offered_for, self._offered_now = schemas, offered_digests(schemas)
+        return self._offered_now
 
     async def call_tool(
         self,

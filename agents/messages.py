@@ -134,6 +134,11 @@ class ForkRun(BaseModel):
     )
     """Ids of the parent's handles (`RunState.blobs`) the seed's messages hold: the fork
     resolves these (`agents.fork.patch.check_blobs`). Absent in older commands: none."""
+    offered_tools: dict[str, Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=dict, max_length=MAX_FORK_MESSAGES
+    )
+    """The tools the parent was offered (`RunState.offered_tools`): the fork refuses a call of
+    one that is gone. Absent in older commands: none."""
 
     def origin(self) -> ForkOrigin:
         return ForkOrigin(

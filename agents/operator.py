@@ -77,7 +77,7 @@ from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.cache import DEFAULT_CAPACITY, RunCache
 from sluicegate.agents.runs.state import RunState, RunStatus, run_key
 from sluicegate.agents.runs.tracker import RunTracker
-from sluicegate.agents.tools import Tool, tool_schemas
+from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolSource, tool_schemas
 from sluicegate.operators.contract import Context, OpenContext, Operator, Record
 from sluicegate.operators.exceptions import RetryableError
 from sluicegate.operators.state.store import PartitionState
@@ -108,8 +108,9 @@ class AgentOperator(Operator):
         run_cache_size: int = DEFAULT_CAPACITY,
     ) -> None:
         self.agent, self.topics, self.pipeline = agent, topics, pipeline
-        self._tools = {t.name: t for t in agent.tools}
-        self._schemas = tool_schemas(agent.tools)
+        self._tools = {t.name: t for t in agent.declared_tools}
+        self._schemas = tool_schemas(agent.declared_tools)  # EffectCalls reads this list
+        self._sources: list[ToolSource] = []
         self._journal = journal
         self._kafka_journal: KafkaJournal | None = None
         self._acquired = False
@@ -165,6 +166,14 @@ class AgentOperator(Operator):
         if self.agent.resources is not None:
             await self.agent.resources.acquire()
             self._acquired = True
+        for source in self.agent.tool_sources:
+            await source.acquire()
+            self._sources.append(source)
+        if self._sources:
+            try:
+                await self._list_tools()
+            except RetryableError as exc:  # listed again before each step until it works
+                logger.warning("%s: tools not listed yet: %s", ctx.subtask, exc)
         restored: list[tuple[str, int]] = []
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
@@ -205,6 +214,9 @@ class AgentOperator(Operator):
             if self._acquired and self.agent.resources is not None:
                 self._acquired = False
                 await self.agent.resources.release()
+            sources, self._sources = self._sources, []
+            for source in sources:
+                await source.release()
             close = getattr(self._model, "aclose", None)
             if close is not None:
                 await close()
@@ -290,6 +302,7 @@ class AgentOperator(Operator):
             now=self._clock(),
             note=fork.note,
             blobs=fork.blobs,
+            offered_tools=fork.offered_tools,
         )
         logger.info(
             "run %s forked from %s after step %d by %s",
@@ -376,6 +389,12 @@ class AgentOperator(Operator):
         replays the calls from the journal (or calls again what it lacks)."""
         pending: list[Deferred] = []
         steps: list[machine.Transition] = []
+        calls = state.pending_calls
+        if self._sources and calls and calls[0].name not in self._tools:
+            for source in self._sources:  # listed since? (the refresh rule, `agents.mcp.source`)
+                source.invalidate()
+        if any(source.stale for source in self._sources):
+            await self._list_tools()
         action = machine.next_action(state, self._tools)
         try:
             step = await self._perform(state, action, ctx, now, pending)
@@ -396,6 +415,19 @@ class AgentOperator(Operator):
             if outcome.replayed != deferred.provisional.replayed:
                 raise _EarlierOutcomeKeptError(deferred.key)
         return steps
+
+    async def _list_tools(self) -> None:
+        """The declared tools and those the sources list now, in the order the agent names
+        them; the model is offered them from its next call on."""
+        tools = list(self.agent.declared_tools)
+        for source in self._sources:
+            tools.extend(await source.tools())
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            raise ToolDeclarationError(self.agent.name, f"duplicate tool names {duplicates}")
+        self._tools = {t.name: t for t in tools}
+        self._schemas[:] = tool_schemas(tools)
 
     async def _perform(
         self,

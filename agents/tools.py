@@ -29,7 +29,9 @@ What a declaration promises, and what the runtime does with it:
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -43,12 +45,15 @@ from sluicegate.agents.models.contract import ToolSchema
 from sluicegate.operators.exceptions import FatalError
 
 __all__ = [
+    "AnyArguments",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
     "ToolDeclarationError",
     "ToolKind",
     "ToolResources",
+    "ToolSource",
+    "offered_digests",
     "tool",
     "tool_schemas",
 ]
@@ -115,6 +120,29 @@ class ToolResources(Protocol):
     async def release(self) -> None: ...
 
 
+class ToolSource(ToolResources, Protocol):
+    """Tools an agent learns when it runs, not when it is declared (the tools of an MCP
+    server: `agents.mcp`). Each subtask running the agent acquires it when it opens, takes
+    its `tools` before each step when it is `stale`, and releases it when it closes."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stale(self) -> bool:
+        """The tools are to be listed (again) before the next step."""
+        ...
+
+    def invalidate(self) -> None:
+        """List the tools again before the next step (a model asked for one it does not
+        hold)."""
+
+    async def tools(self) -> Sequence[Tool]:
+        """The tools, listed now if `stale`; a ``RetryableError`` when the source cannot be
+        reached, a ``ToolDeclarationError`` when a tool cannot be declared."""
+        ...
+
+
 ToolFunction = Callable[..., Awaitable[Any]]
 LookupFunction = Callable[[ToolContext], Awaitable[LookupResult]]
 
@@ -131,13 +159,20 @@ class Tool:
     on_unknown: OnUnknown
     compensate: str | None = None
     lookup: LookupFunction | None = None
+    parameters: Mapping[str, Any] | None = None
+    """The JSON schema of the arguments, for a tool not declared in Python (an MCP tool,
+    `agents.mcp`): offered to the model as it is, the arguments checked against it by the
+    owner of the tool; None: ``arguments`` is the schema."""
 
     @property
     def needs_approval(self) -> bool:
         return self.kind is ToolKind.IRREVERSIBLE
 
     def schema(self) -> ToolSchema:
-        parameters = self.arguments.model_json_schema()
+        if self.parameters is not None:
+            parameters = copy.deepcopy(dict(self.parameters))
+        else:
+            parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
         return ToolSchema(name=self.name, description=self.description, parameters=parameters)
 
@@ -187,8 +222,25 @@ def tool(
     return declare
 
 
+class AnyArguments(BaseModel):
+    """The argument model of a tool whose schema is ``Tool.parameters``: any JSON object."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 def tool_schemas(tools: Sequence[Tool]) -> list[ToolSchema]:
     return [t.schema() for t in tools]
+
+
+def offered_digests(schemas: Sequence[ToolSchema]) -> dict[str, str]:
+    """Each offered tool's name and the SHA-256 of its schema as canonical JSON (sorted keys):
+    what a run records of the tools it was offered (`RunState.offered_tools`)."""
+    return {
+        s.name: hashlib.sha256(
+            json.dumps(s.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        for s in schemas
+    }
 
 
 def _arguments_model(tool_name: str, function: ToolFunction) -> type[BaseModel]:

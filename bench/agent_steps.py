@@ -308,7 +308,8 @@ def check_results(results: list[ConsumerRecord[bytes, bytes]], runs: int, steps:
 async def plain_runs(runs: int, steps: int) -> Measured:
     """The run's transitions with the model and tool called directly; nothing persisted."""
     agent = counting_agent(steps)
-    model, tools, schemas = agent.make_model(), {t.name: t for t in agent.tools}, [add.schema()]
+    model, schemas = agent.make_model(), [add.schema()]
+    tools = {t.name: t for t in agent.declared_tools}
 
     async def one(i: int) -> None:
         request = task(i)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         LookupResult as LookupResult,
     )
     from sluicegate.agents.journal.resolution import OnUnknown as OnUnknown
+    from sluicegate.agents.mcp.source import mcp_server as mcp_server, mcp_stdio as mcp_stdio
     from sluicegate.agents.messages import RunResult as RunResult, TaskRequest as TaskRequest
     from sluicegate.agents.models.anthropic_client import AnthropicModel as AnthropicModel
     from sluicegate.agents.models.contract import (
@@ -81,6 +82,8 @@ _HOMES = {
     "LookupFound": "sluicegate.agents.journal.effects",
     "LookupNotFound": "sluicegate.agents.journal.effects",
     "LookupResult": "sluicegate.agents.journal.effects",
+    "mcp_server": "sluicegate.agents.mcp.source",
+    "mcp_stdio": "sluicegate.agents.mcp.source",
     # its model
     "OpenAIModel": "sluicegate.agents.models.openai_client",
     "AnthropicModel": "sluicegate.agents.models.anthropic_client",

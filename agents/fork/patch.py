@@ -19,7 +19,7 @@ resolves the payloads its conversation refers to, within the same scope checks.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
@@ -208,11 +208,13 @@ def fork_run(
     now: float,
     note: str | None = None,
     blobs: Sequence[str] = (),
+    offered_tools: Mapping[str, str] | None = None,
 ) -> Transition:
     """The first safe point of a fork: the seed checked (`check_seed`, `check_blobs`), the run
     at step ``origin.step`` with the parent's usage so far and ``budget``, resolving the
-    handles ``blobs`` names. Its event carries the whole seed, so the fork's history rebuilds
-    it alone."""
+    handles ``blobs`` names, knowing the tools the parent was offered (``offered_tools``: a
+    call of one that is gone fails the fork, naming it). Its event carries the whole seed, so
+    the fork's history rebuilds it alone."""
     check_seed(run_id, messages, origin.step)
     check_blobs(run_id, messages, blobs)
     state = RunState(
@@ -225,6 +227,7 @@ def fork_run(
         budget=budget,
         forked_from=origin,
         blobs=tuple(blobs),
+        offered_tools=dict(offered_tools or {}),
         created_at=now,
         updated_at=now,
     )
@@ -239,6 +242,8 @@ def fork_run(
         "note": note,
         "blobs": list(blobs),
     }
+    if offered_tools:
+        event["offered_tools"] = dict(offered_tools)
     return _emit(state, event)
 
 
@@ -269,4 +274,5 @@ def seed_of(event: dict[str, Any]) -> dict[str, Any]:
         "metadata": dict(event.get("metadata") or {}),
         "note": event.get("note"),
         "blobs": tuple(event.get("blobs") or ()),
+        "offered_tools": dict(event.get("offered_tools") or {}),
     }

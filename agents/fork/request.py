@@ -116,7 +116,13 @@ def fork_request(
         ][:MAX_FORK_MESSAGES]
     try:
         note = None if patch is None else describe_patch(patch)
-        return _command(state, goal, messages, run_id, from_step, recorded, recorded_only, by, note)
+        command = _command(
+            state, goal, messages, run_id, from_step, recorded, recorded_only, by, note
+        )
+        # Every tool the parent was offered, after the step too: its recorded decisions
+        # may call any of them, and a fork refuses the ones gone since by name.
+        offered = states[-1].state.offered_tools if states else state.offered_tools
+        return command.model_copy(update={"offered_tools": dict(offered)})
     except ValidationError as exc:
         raise ForkRefusedError(
             parent, from_step, f"not a valid fork: {exc}", "see the error"

@@ -149,7 +149,8 @@ def _model(state: RunState, event: Event, at: float) -> machine.Transition:
         usage=Usage.model_validate(event["usage"]),
     )
     blob = _blob(event, handle_of_text(response.message.content))
-    return machine.after_model(state, response, at, blob=blob)
+    offered = event.get("offered_tools")
+    return machine.after_model(state, response, at, blob=blob, offered=offered)
 
 
 def _record_intent(state: RunState, event: Event, at: float) -> machine.Transition:

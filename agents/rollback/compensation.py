@@ -58,7 +58,7 @@ class Compensator:
     ) -> None:
         self.agent, self._journal, self._metrics = agent, journal, metrics
         self._labels, self._calls, self._pipeline = labels, calls, pipeline
-        self._tools = {t.name: t for t in agent.tools}
+        self._tools = {t.name: t for t in agent.declared_tools}
 
     def next_action(self, state: RunState) -> rollback.RollbackAction:
         return rollback.next_action(state, self._tools)

@@ -157,6 +157,8 @@ def next_action(state: RunState, tools: Mapping[str, Tool]) -> Action:
         return CallModel(effect_key(state.run_id, state.step + 1, "model"))
     call = state.pending_calls[0]
     tool = tools.get(call.name)
+    if tool is None and call.name in state.offered_tools:
+        return Fail(f"tool_gone: {call.name}")  # offered to the run once: not the model's slip
     if tool is None:
         return RejectCall(call, f"unknown tool {call.name!r}; tools: {sorted(tools)}")
     try:
@@ -182,21 +184,35 @@ def tool_context(state: RunState, action: CallTool) -> ToolContext:
 
 
 def after_model(
-    state: RunState, response: ModelResponse, now: float, *, blob: str | None = None
+    state: RunState,
+    response: ModelResponse,
+    now: float,
+    *,
+    blob: str | None = None,
+    offered: Mapping[str, str] | None = None,
 ) -> Transition:
     """Safe point: the model answered step ``state.step + 1``. ``blob``: the id of the handle
-    the reply's content was stored under (`agents.blobs`), which joins the run's ``blobs``."""
+    the reply's content was stored under (`agents.blobs`), which joins the run's ``blobs``.
+    ``offered``: the tools the call offered (`agents.tools.offered_digests`); those new to
+    the run or changed join its ``offered_tools``, and the event names them
+    (``offered_tools``), so that a replay records them too."""
     message = response.message
     step = state.step + 1
-    base = state.model_copy(
-        update={
-            "step": step,
-            "messages": (*state.messages, message),
-            "usage": state.usage.add(response.usage),
-            "blobs": _with_blob(state.blobs, blob),
-            "updated_at": now,
-        }
-    )
+    changed = {
+        name: digest
+        for name, digest in (offered or {}).items()
+        if state.offered_tools.get(name) != digest
+    }
+    update: dict[str, Any] = {
+        "step": step,
+        "messages": (*state.messages, message),
+        "usage": state.usage.add(response.usage),
+        "blobs": _with_blob(state.blobs, blob),
+        "updated_at": now,
+    }
+    if changed:
+        update["offered_tools"] = state.offered_tools | changed
+    base = state.model_copy(update=update)
     event: Event = {
         "type": "model",
         "step": step,
@@ -209,6 +225,8 @@ def after_model(
     }
     if blob is not None:
         event["blob"] = blob
+    if changed:
+        event["offered_tools"] = changed
     if message.tool_calls:
         state = base.model_copy(update={"pending_calls": message.tool_calls, "call_index": 0})
         return _emit(state, event)

@@ -32,7 +32,7 @@ __all__ = [
     "run_key",
 ]
 
-SCHEMA_VERSION: Literal[2] = 2
+SCHEMA_VERSION: Literal[3] = 3
 """History and upgraders in `agents.runs.versions`."""
 
 _CURRENT_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
@@ -227,7 +227,7 @@ class RunState(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     run_id: str
     goal: str
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
@@ -262,6 +262,12 @@ class RunState(BaseModel):
     forked_from: ForkOrigin | None = None
     """The run and step this run was forked from (None: started by a task). Added with a
     default within schema_version 2."""
+    offered_tools: dict[str, str] = Field(default_factory=dict)
+    """Every tool the model was offered in this run, by name, with the digest of the schema it
+    was last offered with (`agents.tools.offered_digests`). A tool the model calls that was
+    offered and is no longer among the agent's tools (an MCP server lost it) fails the run with
+    ``tool_gone: <name>``, in a replay or a fork too, instead of the model being told it does
+    not exist. Added in schema_version 3 (``{}`` before: not recorded)."""
     created_at: float
     updated_at: float
 

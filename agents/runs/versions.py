@@ -12,6 +12,8 @@ History:
 * 1: the first version.
 * 2: ``metadata`` is always stored (version 1 states written before task metadata existed
   lack it and meant ``{}``).
+* 3: ``offered_tools``, the tools the model was offered (``{}`` in version 2 states: not
+  recorded, so nothing is refused as gone).
 
 Remove an upgrader only when ``sluicegate state versions`` counts no checkpoint and no
 savepoint of its version; ``tests/fixtures/savepoints/`` keeps savepoints of every older
@@ -29,7 +31,7 @@ if TYPE_CHECKING:  # imported when called: `RunState` (a pure core) loads no sto
 
 __all__ = ["CURRENT", "UPGRADERS", "run_state_versions", "upgrade_document"]
 
-CURRENT = 2
+CURRENT = 3
 """The ``schema_version`` of `RunState` this code writes."""
 
 Document = dict[str, Any]
@@ -39,7 +41,11 @@ def _v1_to_v2(doc: Document) -> Document:
     return {**doc, "metadata": doc.get("metadata") or {}, "schema_version": 2}
 
 
-UPGRADERS: Mapping[int, Callable[[Document], Document]] = {1: _v1_to_v2}
+def _v2_to_v3(doc: Document) -> Document:
+    return {**doc, "offered_tools": doc.get("offered_tools") or {}, "schema_version": 3}
+
+
+UPGRADERS: Mapping[int, Callable[[Document], Document]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade_document(doc: Document) -> Document:

@@ -28,6 +28,7 @@ import pytest
 from sluicegate import AgentTopics, add_agent
 from sluicegate.agents.client import send_decision, submit_tasks
 from sluicegate.agents.messages import ApprovalDecision, TaskRequest
+from sluicegate.agents.runs.versions import CURRENT
 from sluicegate.coordinator.status import CoordinatorStatus
 from sluicegate.demos.refund_desk.agent import refund_desk, task_goal
 from sluicegate.demos.refund_desk.world import WorldServer
@@ -102,13 +103,13 @@ def restore_fixture(name: str, storage_dir: Path, tag: str) -> None:
     manifest.write_text(manifest.read_text().replace(FIXTURE_TAG, tag))
 
 
-@pytest.mark.parametrize("name", ["refund-desk-runstate-v1"])
+@pytest.mark.parametrize("name", ["refund-desk-runstate-v1", "refund-desk-runstate-v2"])
 async def test_an_older_runstate_savepoint_restores_at_parallelism_3_and_its_runs_finish_once(
     name: str, kafka_bootstrap: str, tmp_path: Path, world: WorldServer
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     saved = json.loads((FIXTURES / name / "_savepoint.json").read_text())
-    assert saved["operators"]["refund-desk"]["state_schema_version"] < 2
+    assert saved["operators"]["refund-desk"]["state_schema_version"] < CURRENT
     assert saved["operators"]["refund-desk"]["parallelism"] == 2
     graph, topics = desk(world.url, tag, parallelism=3)
     await ensure_topics(kafka_bootstrap, graph)

@@ -29,9 +29,10 @@ def stored_runs(name: str) -> list[tuple[bytes, bytes]]:
     manifest = SavepointManifest.parse((folder / "_savepoint.json").read_bytes())
     rows = []
     for partition in manifest.operators["refund-desk"].partitions:
-        if partition.file is not None:
-            data = (folder / partition.file.path).read_bytes()
-            rows += [(k, v) for k, v in decode_rows(data) if k.startswith(b"run/")]
+        for file in (partition.file, *partition.files):  # one file, or (newer builds) several
+            if file is not None:
+                data = (folder / file.path).read_bytes()
+                rows += [(k, v) for k, v in decode_rows(data) if k.startswith(b"run/")]
     return rows
 
 
@@ -41,21 +42,24 @@ def test_every_version_below_the_current_one_has_an_upgrader() -> None:
     assert run_state_versions().missing(1) == []
 
 
-def test_version_1_documents_of_the_fixture_read_as_the_current_version() -> None:
-    rows = stored_runs("refund-desk-runstate-v1")
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_documents_of_the_fixtures_read_as_the_current_version(version: int) -> None:
+    rows = stored_runs(f"refund-desk-runstate-v{version}")
     assert len(rows) == 6
     for _, value in rows:
-        assert json.loads(value)["schema_version"] == 1
+        assert json.loads(value)["schema_version"] == version
         state = RunState.decode(value)
         assert state.schema_version == CURRENT
         assert state.status is RunStatus.WAITING_APPROVAL
         assert state.pending_approval is not None
+        assert state.offered_tools == {}  # not recorded before version 3: nothing is gone
 
 
-def test_the_row_upgrader_changes_run_rows_only_and_matches_decode() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_row_upgrader_changes_run_rows_only_and_matches_decode(version: int) -> None:
     versions = run_state_versions()
-    rows = [*stored_runs("refund-desk-runstate-v1"), (b"history/x/1", b'{"seq": 1}')]
-    upgraded = dict(versions.upgrade(rows, 1))
+    rows = [*stored_runs(f"refund-desk-runstate-v{version}"), (b"history/x/1", b'{"seq": 1}')]
+    upgraded = dict(versions.upgrade(rows, version))
     assert upgraded[b"history/x/1"] == b'{"seq": 1}'
     for key, value in rows[:-1]:
         assert json.loads(upgraded[key])["schema_version"] == CURRENT
