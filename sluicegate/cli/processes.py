@@ -342,6 +342,7 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.metrics_server import MetricsServer
     from sluicegate.operators.runtime.worker import Worker
+    from sluicegate.operators.tracing import start_tracing, stop_tracing
 
     settings = WorkerSettings.from_env(**flags_of(WorkerSettings, args))
     graph = load_graph(args.pipeline)
@@ -351,9 +352,11 @@ def _worker(args: argparse.Namespace) -> int:
     port, host = settings.metrics_port, settings.metrics_host
     health = LoopHealth(stale_after_seconds=settings.health_stale_seconds)
     metrics = None if port is None else MetricsServer.start(host, port, health=health)
+    start_tracing(settings.otlp_endpoint, service="sluicegate-worker")
     try:
         asyncio.run(_run_worker(worker, health))
     finally:
+        stop_tracing()  # the spans not yet exported go out before the process ends
         if metrics is not None:
             metrics.stop()
     return 0
