@@ -72,6 +72,7 @@ from sluicegate.coordinator.stopping import (
     TriggerFinal,
     still_running,
 )
+from sluicegate.coordinator.tracing import CheckpointTracing
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.protocol.messages import (
@@ -94,6 +95,7 @@ from sluicegate.operators.runtime.kafka_control import KafkaCoordinatorLink
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
 from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.tracing import tracer
 
 __all__ = ["Coordinator"]
 
@@ -126,6 +128,7 @@ class Coordinator:
         self.attempt = 0
         self.stats = CheckpointStats()
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
+        self._tracing = CheckpointTracing(tracer("sluicegate.coordinator"), pipeline=graph.name)
         self.aborts: list[RecentAbort] = []
         self.restore_fallbacks = 0
         self.failure: Failure | None = None
@@ -423,6 +426,7 @@ class Coordinator:
             triggered_at=self.stats.triggered_at(commit.checkpoint_id),
             state_versions={u: s.state_versions.current for u, s in self.graph.operators.items()},
         )  # fmt: skip
+        started = time.time()
         try:
             await self.manifests.commit(manifest)
         except AlreadyExistsError:
@@ -431,6 +435,7 @@ class Coordinator:
             reason = f"checkpoint storage failed: {exc}"
             self._storage_backoff.failed(now)
         else:
+            self._tracing.committed(manifest, started, time.time())
             return manifest
         if (abort := tracker.on_manifest_failed(commit.checkpoint_id, reason, now)) is not None:
             await self._abort(abort)
@@ -456,6 +461,10 @@ class Coordinator:
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
+        self._tracing.aborted(
+            abort.checkpoint_id, abort.attempt, abort.reason,
+            self.stats.triggered_at(abort.checkpoint_id), time.time(),
+        )  # fmt: skip
         self.stats.on_aborted(abort.cause)
         self.aborts = [
             *self.aborts[-9:],

@@ -241,12 +241,14 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
 def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
     from sluicegate.operators.storage import open_storage
+    from sluicegate.operators.tracing import start_tracing, stop_tracing
 
     settings = CoordinatorSettings.from_env(**flags_of(CoordinatorSettings, args))
     tokens = _api_tokens(settings)
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
+    start_tracing(settings.otlp_endpoint, service="sluicegate-coordinator")
     service = Coordinator(
         graph, bootstrap=bootstrap, storage=open_storage(settings.storage_url), settings=settings
     )
@@ -268,6 +270,7 @@ def _coordinator(args: argparse.Namespace) -> int:
         )
         asyncio.run(serving)
     finally:
+        stop_tracing()
         if metrics is not None:
             metrics.stop()
     # The run ends when the job ended: stopped (`sluicegate stop`) or failed.

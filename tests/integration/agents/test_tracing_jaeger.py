@@ -200,7 +200,8 @@ async def test_a_runs_trace_in_jaeger_holds_each_call_once_and_its_replays_marke
     add_agent(pipeline, lookup_agent(headers), partitions=2, topics=topics)
     graph = pipeline.build()
     storage = open_storage(tmp_path / "storage")
-    provider = tracing.start_tracing(jaeger.otlp, service=f"sluicegate-test-{tag}")
+    service = f"sluicegate-test-{tag}"
+    provider = tracing.start_tracing(jaeger.otlp, service=service)
     assert provider is not None
     trace_number, root_number = run_ids(graph.name, "looker", "r1")
     trace_id, root_id = f"{trace_number:032x}", f"{root_number:016x}"
@@ -253,13 +254,29 @@ async def test_a_runs_trace_in_jaeger_holds_each_call_once_and_its_replays_marke
         found = await wait_for(
             replays, timeout_s=60, what="the replayed calls in jaeger", details=details
         )
-        assert await running.trigger_checkpoint() is not None
+        checkpoint_id = await running.trigger_checkpoint()
+        assert checkpoint_id is not None
         (result,) = await read_committed(kafka_bootstrap, topics.results, 1, timeout_s=60)
+
+        async def checkpoint() -> list[dict[str, Any]]:
+            await asyncio.to_thread(provider.force_flush)
+            query = f"/api/traces?service={service}&operation=sluicegate.checkpoint"
+            found = await asyncio.to_thread(jaeger.get, query)
+            return [t["spans"] for t in found["data"] or []]
+
+        (checkpoint_spans,) = await wait_for(
+            checkpoint, timeout_s=30, what="the checkpoint's trace in jaeger"
+        )
         await running.crash()
     finally:
         tracing.stop_tracing()
 
     assert (json.loads(result.value)["status"], json.loads(result.value)["steps"]) == ("done", 3)
+    # The coordinator's span of the checkpoint: trigger to commit, the manifest's write inside.
+    by_op = {s["operationName"]: s for s in checkpoint_spans}
+    assert set(by_op) == {"sluicegate.checkpoint", "sluicegate.checkpoint.commit"}
+    assert parent(by_op["sluicegate.checkpoint.commit"]) == by_op["sluicegate.checkpoint"]["spanID"]
+    assert tags(by_op["sluicegate.checkpoint"])["sluicegate.checkpoint.id"] == checkpoint_id
     assert {s["traceID"] for s in found} == {trace_id}
     by_name = Counter(s["operationName"] for s in found)
     # One root: the run's end was replayed the second time, which emits no second root.
