@@ -13,6 +13,7 @@ demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 test: sync  ## set everything up and run every test (starts its own Kafka broker)
 	bash .ci/install-compose
 	bash .ci/install-prometheus
+	bash .ci/install-jaeger >/dev/null
 	bash .ci/install-kustomize >/dev/null
 	$(RUN) pytest
 

@@ -7,7 +7,8 @@ tool (or its lookup). Each call is an `agents.journal.Effect`; `EffectCalls.perf
 it through the journal's `EffectDriver` and counts it, and both return the run's next safe
 point, timed (``duration_ms``) and marked ``replayed`` when the journal answered. Payloads cross
 the operator boundary through one wrapper around each effect, `Payloads.offloading` (by
-reference, or inline without a blob policy).
+reference, or inline without a blob policy). Each call is a span of `agents.tracing.RunTracing`
+(``tracing``), whose W3C trace headers a tool receives in ``ToolContext.trace_headers``.
 
 Given a ``pending`` list, a call that may be made again is not awaited durable: its writes stay
 in flight (`agents.journal.Deferred`) and the caller settles them before it saves anything
@@ -42,6 +43,7 @@ from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.cache import json_value
 from sluicegate.agents.runs.state import RunState
 from sluicegate.agents.tools import Tool, ToolContext, offered_digests
+from sluicegate.agents.tracing import RunTracing
 from sluicegate.operators.contract import Context
 
 __all__ = ["EffectCalls"]
@@ -64,6 +66,7 @@ class EffectCalls:
         metrics: AgentMetrics,
         labels: tuple[str, str, str],
         save: Callable[[machine.Transition, Context], None],
+        tracing: RunTracing,
     ) -> None:
         self._driver = EffectDriver(journal, attempt=attempt, fault=_fault)
         self._model, self._model_name, self._schemas = model, model_name, schemas
@@ -72,6 +75,7 @@ class EffectCalls:
         self._payloads, self._metrics, self._labels = payloads, metrics, labels
         self._counters: StepCounters = metrics.step_counters(*labels)
         self._save = save
+        self.tracing = tracing
 
     async def call_model(
         self,
@@ -103,8 +107,10 @@ class EffectCalls:
             call=call,
         )
         started = time.monotonic()
-        outcome = await self.perform(self._payloads.offloading(state, effect), pending)
-        assert isinstance(outcome, EffectResult)  # a model call can always be retried
+        with self.tracing.model_call(state, self._model_name, action.key) as span:
+            outcome = await self.perform(self._payloads.offloading(state, effect), pending)
+            assert isinstance(outcome, EffectResult)  # a model call can always be retried
+            self.tracing.model_outcome(span, outcome)
         if outcome.error is not None:
             return machine.fail(state, f"model_error: {outcome.error}", now)
         response = ModelResponse.model_validate(outcome.value)
@@ -137,10 +143,12 @@ class EffectCalls:
         pending: list[Deferred],
     ) -> machine.Transition:
         tool = action.tool
-        tool_ctx = machine.tool_context(state, action)
-        effect = self.tool_effect(state, ctx, tool, tool_ctx, action.key, action.arguments)
         started = time.monotonic()
-        outcome = await self.perform(self._payloads.offloading(state, effect), pending)
+        with self.tracing.tool_call(state, tool, action.key) as (span, headers):
+            tool_ctx = replace(machine.tool_context(state, action), trace_headers=headers)
+            effect = self.tool_effect(state, ctx, tool, tool_ctx, action.key, action.arguments)
+            outcome = await self.perform(self._payloads.offloading(state, effect), pending)
+            self.tracing.tool_outcome(span, outcome)
         if isinstance(outcome, EffectUnknown):
             self._metrics.outcome_unknown.labels(*self._labels).inc()
             logger.error(

@@ -78,10 +78,12 @@ from sluicegate.agents.runs.cache import DEFAULT_CAPACITY, RunCache
 from sluicegate.agents.runs.state import RunState, RunStatus, run_key
 from sluicegate.agents.runs.tracker import RunTracker
 from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolSource, tool_schemas
+from sluicegate.agents.tracing import RunTracing
 from sluicegate.operators.contract import Context, OpenContext, Operator, Record
 from sluicegate.operators.exceptions import RetryableError
 from sluicegate.operators.state.store import PartitionState
 from sluicegate.operators.storage.blobs import BlobStore
+from sluicegate.operators.tracing import tracer
 
 __all__ = ["JOURNAL_LAG", "AgentOperator"]
 
@@ -154,11 +156,16 @@ class AgentOperator(Operator):
                 clock=self._clock,
             )
         self._model = self.agent.make_model()
+        self._tracing = RunTracing(
+            tracer("sluicegate.agents"), pipeline=self.pipeline, agent=self.agent.name,
+            provider=_provider_name(self._model),
+        )  # fmt: skip
         self._calls = calls = EffectCalls(
             journal=self._journal, model=self._model, model_name=self.agent.model_name,
             schemas=self._schemas, payloads=self._blobs or Inline(), attempt=ctx.attempt,
             metrics=self._metrics, labels=self._labels,
             save=lambda step, context: self._save(step, context.state, context),
+            tracing=self._tracing,
         )  # fmt: skip
         self._compensator = Compensator(
             self.agent, self._journal, self._metrics, self._labels, calls, pipeline=self.pipeline,
@@ -278,6 +285,7 @@ class AgentOperator(Operator):
         if step is None:
             logger.info("run %s: decision ignored (no matching pending call)", decision.run_id)
             return
+        self._tracing.approval(state, step.event, step.state.updated_at)
         self._save(step, tasks, ctx)
         ctx.wake(decision.run_id.encode(), topic=self.topics.tasks)
 
@@ -348,13 +356,16 @@ class AgentOperator(Operator):
         if state is None:
             return
         now = self._clock()
+        in_rollback = rollback.in_rollback(state)
         try:
-            if rollback.in_rollback(state):
-                assert self._compensator is not None
-                step = await self._compensator.perform(state, ctx, now)
-                steps = [] if step is None else [step]
-            else:
-                steps = await self._step(state, ctx, now)
+            with self._tracing.wake(state, rollback=in_rollback):
+                if in_rollback:
+                    assert self._compensator is not None
+                    with self._tracing.compensation(state):
+                        step = await self._compensator.perform(state, ctx, now)
+                    steps = [] if step is None else [step]
+                else:
+                    steps = await self._step(state, ctx, now)
         except RetryableError as exc:
             self._retries[state.run_id] += 1
             delay = min(_MAX_BACKOFF_S, 0.5 * 2 ** self._retries[state.run_id])
@@ -469,6 +480,8 @@ class AgentOperator(Operator):
             ctx.emit(self.topics.results, RunResult.of(run).model_dump_json().encode(), key=key)
             self._finished.append((run.run_id, ctx.partition))
             self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
+            if not step.event.get("replayed", False):  # a replayed end was traced already
+                self._tracing.finished(run)
         assert self._tracker is not None
         self._tracker.track(run)
 
@@ -497,10 +510,15 @@ class AgentOperator(Operator):
         delay = self._approval_timeout_in(state)
         if delay is None or delay > 0 or state.status is not RunStatus.WAITING_APPROVAL:
             return None
+        step: machine.Transition | None
         if self.agent.on_approval_timeout == "fail":
-            return machine.fail(state, "approval_timeout", now)
-        reason = f"no decision within {self.agent.approval_timeout_s} s"
-        return machine.decide_approval(state, "", False, "timeout", reason, now)
+            step = machine.fail(state, "approval_timeout", now)
+        else:
+            reason = f"no decision within {self.agent.approval_timeout_s} s"
+            step = machine.decide_approval(state, "", False, "timeout", reason, now)
+        if step is not None:
+            self._tracing.approval(state, {"approved": False, "by": "timeout"}, now)
+        return step
 
 
 class _EarlierOutcomeKeptError(RetryableError):
@@ -509,6 +527,11 @@ class _EarlierOutcomeKeptError(RetryableError):
     def __init__(self, key: str) -> None:
         super().__init__(f"the journal kept an earlier outcome of {key}; replaying it")
         self.key = key
+
+
+def _provider_name(model: ModelClient) -> str:
+    """The ``gen_ai.provider.name`` of a model client: ``openai`` for `OpenAIModel`."""
+    return type(model).__name__.removesuffix("Model").lower() or "unknown"
 
 
 def _may_repeat(tool: Tool) -> bool:

@@ -22,6 +22,8 @@ What a declaration promises, and what the runtime does with it:
   ``fail`` neither: the run fails closed with reason ``outcome_unknown``. The default is
   ``retry`` for ``read_only`` and ``idempotent_write`` tools, ``fail`` for the others.
 * The tool receives ``ctx.idempotency_key``; HTTP tools send it as ``Idempotency-Key``.
+* ``ctx.trace_headers`` is the W3C trace context (``traceparent``) of the call's span, for a
+  tool to send with its HTTP or MCP requests (empty with tracing off; ``docs/tracing.md``).
 * ``ctx.metadata`` is the task's ``metadata`` (``customer_id``, ``tenant``, ...), read-only,
   the same on every call of the run and after any restore.
 """
@@ -89,14 +91,25 @@ class ToolContext:
     idempotency_key: str
     metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """The task's ``metadata``, read-only (see `of_run`)."""
+    trace_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """The W3C trace context of this call's span (``traceparent``, ``tracestate``), for the
+    requests the tool sends (``docs/tracing.md``); empty with tracing off."""
 
     @classmethod
     def of_run(
-        cls, run_id: str, step: int, idempotency_key: str, metadata: Mapping[str, Any]
+        cls,
+        run_id: str,
+        step: int,
+        idempotency_key: str,
+        metadata: Mapping[str, Any],
+        trace_headers: Mapping[str, str] | None = None,
     ) -> ToolContext:
         """A context whose ``metadata`` is a read-only view of a deep copy of ``metadata``: a
         tool that changes a nested value changes nothing in the run's state."""
-        return cls(run_id, step, idempotency_key, MappingProxyType(copy.deepcopy(dict(metadata))))
+        return cls(
+            run_id, step, idempotency_key, MappingProxyType(copy.deepcopy(dict(metadata))),
+            MappingProxyType(dict(trace_headers or {})),
+        )  # fmt: skip
 
 
 class ToolDeclarationError(FatalError):

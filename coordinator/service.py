@@ -90,6 +90,7 @@ from sluicegate.coordinator.stopping import (
     TriggerFinal,
     still_running,
 )
+from sluicegate.coordinator.tracing import CheckpointTracing
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.protocol.messages import (
@@ -112,6 +113,7 @@ from sluicegate.operators.runtime.kafka_control import KafkaCoordinatorLink
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
 from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.tracing import tracer
 
 __all__ = ["Coordinator"]
 
@@ -147,6 +149,7 @@ class Coordinator:
         self._attempt = 0
         self._stats = CheckpointStats()
         """What the metrics report about checkpoints (`coordinator.metrics`)."""
+        self._tracing = CheckpointTracing(tracer("sluicegate.coordinator"), pipeline=graph.name)
         self._aborts: list[RecentAbort] = []
         self._restore_fallbacks = 0
         self._failure: Failure | None = None
@@ -446,6 +449,7 @@ class Coordinator:
             triggered_at=self._stats.triggered_at(commit.checkpoint_id),
             state_versions={u: s.state_versions.current for u, s in self._graph.operators.items()},
         )  # fmt: skip
+        started = time.time()
         try:
             await self._manifests.commit(manifest)
         except AlreadyExistsError:
@@ -453,6 +457,7 @@ class Coordinator:
         except StorageError as exc:
             reason, storage_failed = f"checkpoint storage failed: {exc}", True
         else:
+            self._tracing.committed(manifest, started, time.time())
             slots = {w: beat.slots for w, beat in self._liveness.alive_infos(now).items()}
             return running.on_manifest_committed(manifest, now, slots)
         return running.on_manifest_failed(
@@ -473,6 +478,10 @@ class Coordinator:
 
     async def _abort(self, abort: AbortCheckpoint) -> None:
         logger.warning("checkpoint %s aborted: %s", abort.checkpoint_id, abort.reason)
+        self._tracing.aborted(
+            abort.checkpoint_id, abort.attempt, abort.reason,
+            self._stats.triggered_at(abort.checkpoint_id), time.time(),
+        )  # fmt: skip
         self._stats.on_aborted(abort.cause)
         self._aborts = [
             *self._aborts[-9:],

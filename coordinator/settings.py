@@ -108,6 +108,9 @@ class CoordinatorSettings(BaseModel):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Also serve ``/metrics``, without a token, on this port (0: any free port, logged);
     unset: ``/metrics`` only on the API's port."""
+    otlp_endpoint: str | None = None
+    """Send OpenTelemetry spans of checkpoints to this OTLP/HTTP receiver (``http://host:4318``);
+    unset: ``OTEL_EXPORTER_OTLP_ENDPOINT`` if set, else no tracing (``docs/tracing.md``)."""
 
     def restart_policy(self) -> RestartPolicy:
         """The restart policy these settings describe; raises `ConfigError` saying which
@@ -146,3 +149,4 @@ class _CoordinatorEnv(BaseSettings):
     restart_delay_multiplier: float | None = None
     restart_max_delay_seconds: float | None = None
     restart_reset_seconds: float | None = None
+    otlp_endpoint: str | None = None

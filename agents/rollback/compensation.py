@@ -103,9 +103,16 @@ class Compensator:
         self, state: RunState, action: rollback.Compensate, ctx: Context, now: float
     ) -> Transition:
         tool = action.tool
-        tool_ctx = ToolContext.of_run(state.run_id, action.effect.step, action.key, state.metadata)
-        effect = self._calls.tool_effect(state, ctx, tool, tool_ctx, action.key, action.arguments)
-        outcome = await self._calls.perform(effect)
+        tracing = self._calls.tracing
+        with tracing.tool_call(state, tool, action.key) as (span, headers):
+            tool_ctx = ToolContext.of_run(
+                state.run_id, action.effect.step, action.key, state.metadata, headers
+            )
+            effect = self._calls.tool_effect(
+                state, ctx, tool, tool_ctx, action.key, action.arguments
+            )
+            outcome = await self._calls.perform(effect)
+            tracing.tool_outcome(span, outcome)
         value: Any = None
         if isinstance(outcome, EffectResult):
             value, error = outcome.value, outcome.error

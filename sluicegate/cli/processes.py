@@ -241,12 +241,14 @@ def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
 def _coordinator(args: argparse.Namespace) -> int:
     from sluicegate.cli.loader import load_graph
     from sluicegate.operators.storage import open_storage
+    from sluicegate.operators.tracing import start_tracing, stop_tracing
 
     settings = CoordinatorSettings.from_env(**flags_of(CoordinatorSettings, args))
     tokens = _api_tokens(settings)
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
+    start_tracing(settings.otlp_endpoint, service="sluicegate-coordinator")
     service = Coordinator(
         graph, bootstrap=bootstrap, storage=open_storage(settings.storage_url), settings=settings
     )
@@ -268,6 +270,7 @@ def _coordinator(args: argparse.Namespace) -> int:
         )
         asyncio.run(serving)
     finally:
+        stop_tracing()
         if metrics is not None:
             metrics.stop()
     # The run ends when the job ended: stopped (`sluicegate stop`) or failed.
@@ -342,6 +345,7 @@ def _worker(args: argparse.Namespace) -> int:
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.metrics_server import MetricsServer
     from sluicegate.operators.runtime.worker import Worker
+    from sluicegate.operators.tracing import start_tracing, stop_tracing
 
     settings = WorkerSettings.from_env(**flags_of(WorkerSettings, args))
     graph = load_graph(args.pipeline)
@@ -351,9 +355,11 @@ def _worker(args: argparse.Namespace) -> int:
     port, host = settings.metrics_port, settings.metrics_host
     health = LoopHealth(stale_after_seconds=settings.health_stale_seconds)
     metrics = None if port is None else MetricsServer.start(host, port, health=health)
+    start_tracing(settings.otlp_endpoint, service="sluicegate-worker")
     try:
         asyncio.run(_run_worker(worker, health))
     finally:
+        stop_tracing()  # the spans not yet exported go out before the process ends
         if metrics is not None:
             metrics.stop()
     return 0

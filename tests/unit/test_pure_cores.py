@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
-IO_LIBRARIES = ("aiokafka", "rocksdict", "obstore", "httpx", "fastapi", "uvicorn", "openai")
+IO_LIBRARIES = (
+    "aiokafka", "rocksdict", "obstore", "httpx", "fastapi", "uvicorn", "openai", "opentelemetry",
+)  # fmt: skip
 
 CORES = (
     "sluicegate.operators.protocol.alignment",
