@@ -48,6 +48,8 @@ class RunSummary:
     goal: str | None = None
     forked_from: dict[str, Any] | None = None
     cost_usd: float = 0.0
+    waiting: Event | None = None
+    """The latest event when it is an ``approval_requested`` one: the call a person decides."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +122,7 @@ class RunHistory:
                 summary.seq, summary.status = event["seq"], str(event.get("status", ""))
                 summary.step = event["step"] if isinstance(event.get("step"), int) else -1
                 summary.updated_at = _number(event.get("at"))
+                summary.waiting = event if event.get("type") == "approval_requested" else None
 
         await self._read(list(range(await self._partition_count())), keep)
         ordered = sorted(runs.values(), key=lambda r: (r.updated_at or 0.0, r.run_id), reverse=True)

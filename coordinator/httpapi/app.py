@@ -115,12 +115,14 @@ def create_app(
     *,
     tokens: ApiTokens | None = None,
     allowed_origins: Collection[str] = (),
+    console_prefix: str | None = None,
 ) -> FastAPI:
     """The HTTP API over ``view``; ``GET /metrics`` exposes ``registry``.
 
     With ``tokens``, every route but ``/healthz`` needs a bearer token with its scope;
     without, the API is open (bind it to loopback only). Requests from web pages are refused
-    unless their origin is in ``allowed_origins`` (`BrowserGuard`).
+    unless their origin is in ``allowed_origins`` (`BrowserGuard`), or, under
+    ``console_prefix`` (where the CLI wiring mounts the web console), is the API's own.
     """
     app = FastAPI(
         title="sluicegate coordinator",
@@ -133,7 +135,7 @@ def create_app(
         generate_unique_id_function=lambda route: route.name,
     )
     _add_error_handlers(app)
-    app.add_middleware(BrowserGuard, allowed_origins=allowed_origins)
+    app.add_middleware(BrowserGuard, allowed_origins=allowed_origins, console_prefix=console_prefix)
     read = [Depends(requirement(tokens, Scope.READ))]
     operate = [Depends(requirement(tokens, Scope.OPERATE))]
 

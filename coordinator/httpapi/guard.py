@@ -12,6 +12,15 @@ route runs:
    ``Transfer-Encoding``) must say ``Content-Type: application/json`` (else 415
    ``unsupported_media_type``).
 
+The web console (``console_prefix``, e.g. ``/console/``) is a web page of the coordinator
+itself, so under that prefix only:
+
+3. an ``Origin`` equal to the request's own origin (its scheme and ``Host``) passes as well:
+   the console's forms post to the page's own origin. A page of any other origin (another
+   port of the same host included) is still refused, before the console's session cookie and
+   anti-forgery token are even looked at;
+4. an HTML form's body (``application/x-www-form-urlencoded``) is accepted besides JSON.
+
 A pure ASGI middleware, so it also covers routes mounted after the app was made.
 """
 
@@ -28,21 +37,34 @@ __all__ = ["BrowserGuard"]
 class BrowserGuard:
     """ASGI middleware refusing foreign origins and bodies that are not JSON."""
 
-    def __init__(self, app: ASGIApp, *, allowed_origins: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_origins: Collection[str] = (),
+        console_prefix: str | None = None,
+    ) -> None:
         self._app = app
         self._allowed = frozenset(origin.rstrip("/") for origin in allowed_origins)
+        self._console = console_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refusal = self._refusal(dict(scope["headers"]))
+            refusal = self._refusal(scope)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
-    def _refusal(self, headers: dict[bytes, bytes]) -> JSONResponse | None:
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        path: str = scope.get("path", "")
+        console = self._console is not None and (
+            path.startswith(self._console) or path == self._console.rstrip("/")
+        )
+        allowed = self._allowed | ({_own_origin(scope, headers)} if console else set())
         origin = headers.get(b"origin")
-        if origin is not None and origin.decode("latin-1").rstrip("/") not in self._allowed:
+        if origin is not None and origin.decode("latin-1").rstrip("/") not in allowed:
             return _error(
                 403,
                 "cross_origin",
@@ -55,7 +77,7 @@ class BrowserGuard:
             or headers.get(b"content-length", b"0").strip() not in (b"", b"0")
             or b"transfer-encoding" in headers
         )
-        if has_body and not _is_json(content_type):
+        if has_body and not (_is_json(content_type) or (console and _is_form(content_type))):
             return _error(
                 415,
                 "unsupported_media_type",
@@ -65,11 +87,27 @@ class BrowserGuard:
         return None
 
 
+def _media_type(content_type: bytes | None) -> bytes:
+    return b"" if content_type is None else content_type.split(b";", 1)[0].strip().lower()
+
+
 def _is_json(content_type: bytes | None) -> bool:
-    if content_type is None:
-        return False
-    media_type = content_type.split(b";", 1)[0].strip().lower()
-    return media_type == b"application/json"
+    return _media_type(content_type) == b"application/json"
+
+
+def _is_form(content_type: bytes | None) -> bool:
+    return _media_type(content_type) == b"application/x-www-form-urlencoded"
+
+
+def _own_origin(scope: Scope, headers: dict[bytes, bytes]) -> str:
+    """The origin a page of this server has: the request's scheme and ``Host``. Without a
+    ``Host`` nothing is the own origin (an empty string matches no ``Origin`` header)."""
+    host = headers.get(b"host", b"").decode("latin-1").strip()
+    if not host:
+        return ""
+    scheme = "https" if scope.get("scheme") == "https" else "http"
+    default = {"http": ":80", "https": ":443"}[scheme]
+    return f"{scheme}://{host.removesuffix(default)}"
 
 
 def _error(status: int, error: str, message: str, what_to_do: str) -> JSONResponse:

@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
         "--wordcount", action="store_true", help="the word-count demo (one process) instead"
     )
     demo.add_argument("--records", type=int, default=10_000, help="word count: source records")
+    demo.add_argument(
+        "--console",
+        action="store_true",
+        help="keep the job and its web console (/console/) up after the summary, until Ctrl-C",
+    )
     demo.set_defaults(run=_demo)
     return parser
 
@@ -182,8 +187,9 @@ def _demo(args: argparse.Namespace) -> int:
         if args.wordcount:
             return asyncio.run(run_demo(bootstrap, args.records))
         demo = run_agent_demo(
-            bootstrap, runs=args.runs, kill=not args.no_kill, approval_delay_s=args.approval_delay
-        )
+            bootstrap, runs=args.runs, kill=not args.no_kill,
+            approval_delay_s=args.approval_delay, console=args.console,
+        )  # fmt: skip
         return asyncio.run(demo)
 
     settings = CliSettings()

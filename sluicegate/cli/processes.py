@@ -307,33 +307,14 @@ async def _serve_coordinator(
     host: str,
     port: int,
 ) -> None:
-    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``)."""
-    from sluicegate.agents.agent import agents_in
-    from sluicegate.agents.routes.approvals import approvals_router
-    from sluicegate.agents.routes.rollback import rollback_router
-    from sluicegate.agents.routes.runs import runs_router
-    from sluicegate.coordinator.httpapi.app import create_app
-    from sluicegate.coordinator.httpapi.auth import Scope, identity, requirement
-    from sluicegate.coordinator.httpapi.savepoints import savepoints_router
+    """Run the coordinator with its HTTP API (status, checkpoints, ``/metrics``, console)."""
+    from sluicegate.cli.api_app import coordinator_app
     from sluicegate.coordinator.httpapi.server import serve
-    from sluicegate.coordinator.savepoints.view import CoordinatorSavepoints
-    from sluicegate.coordinator.status import CoordinatorStatus
 
-    app = create_app(CoordinatorStatus(service), registry, tokens=tokens)
-    app.include_router(savepoints_router(CoordinatorSavepoints(service), tokens=tokens))
-    agents = agents_in(service.graph)
-    if agents:  # POST /agents/{agent}/runs/{run_id}/approve|reject|rollback, history, forks
-        decider = identity(tokens, Scope.APPROVE)
-        operator = identity(tokens, Scope.OPERATE)
-        app.include_router(approvals_router(service.kafka, agents, decider=decider))
-        app.include_router(
-            runs_router(
-                service.kafka, agents, reader=requirement(tokens, Scope.READ), operator=operator
-            )
-        )
-        app.include_router(rollback_router(service.kafka, agents, operator=operator))
+    app = coordinator_app(service, registry, tokens)
     server = await serve(app, host, port)
     print(f"coordinator API at {server.url}", flush=True)
+    print(f"web console at {server.url}/console/", flush=True)
     try:
         await service.run()
     finally:

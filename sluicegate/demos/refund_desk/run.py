@@ -10,7 +10,9 @@ CLI wiring, so it may import `agents`. Steps:
 3. once a third of the results are in, SIGKILL a worker mid-run; the supervisor starts it
    again and the coordinator recovers the pipeline from its last completed checkpoint;
 4. when every run has its result, print the summary: runs done, effects executed, duplicate
-   effects (must be 0), checkpoints taken, recovery time. Exit code 0 only if exact.
+   effects (must be 0), checkpoints taken, recovery time. Exit code 0 only if exact;
+5. with ``console``, keep the job, the world service and the coordinator's web console
+   (``/console/``) up after the summary, until Ctrl-C, so a new user can look around.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sluicegate import AgentTopics, TaskRequest
 from sluicegate.agents.client import submit_tasks
 from sluicegate.cli.commands import api_token
 from sluicegate.cli.supervisor import Child, Supervisor
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
+from sluicegate.coordinator.httpapi.view import JobStatus
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
@@ -56,7 +59,7 @@ TOPICS = AgentTopics(
 
 
 async def run_agent_demo(
-    bootstrap: KafkaLike, *, runs: int, kill: bool, approval_delay_s: float
+    bootstrap: KafkaLike, *, runs: int, kill: bool, approval_delay_s: float, console: bool = False
 ) -> int:
     """Steps in the module docstring; returns the exit code."""
     for noisy in (
@@ -109,6 +112,14 @@ async def run_agent_demo(
             await submit_tasks(bootstrap, TOPICS.tasks, tasks)
             print(f"submitted {runs} refund requests")
             results, recovery_s = await _follow(bootstrap, runs, kill, children, client, running)
+            if console:
+                approving.cancel()
+                status = await _try(client.status)
+                code = _summary(results, runs, world.state.stats(), approver.approved, status,
+                                recovery_s, time.monotonic() - started)  # fmt: skip
+                print(f"\nweb console: http://127.0.0.1:{port}/console/ (Ctrl-C stops the demo)")
+                await running  # the supervisor stops every process on Ctrl-C
+                return code
         finally:
             if approving is not None:
                 approving.cancel()
@@ -117,13 +128,27 @@ async def run_agent_demo(
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
         stats = world.state.stats()
-    elapsed = time.monotonic() - started
+    return _summary(
+        results, runs, stats, approver.approved, status, recovery_s, time.monotonic() - started
+    )
+
+
+def _summary(
+    results: dict[str, dict[str, object]],
+    runs: int,
+    stats: dict[str, Any],
+    approved: int,
+    status: JobStatus | None,
+    recovery_s: float | None,
+    elapsed: float,
+) -> int:
+    """Print the demo's summary (step 4); the exit code: 0 only if exact."""
     by_status = Counter(r["status"] for r in results.values())
     print()
     print(f"runs finished:        {len(results)} of {runs} ({dict(by_status)}) in {elapsed:.1f} s")
     print(f"effects executed:     {stats['effects']} {stats['effects_by_kind']}")
     print(f"duplicate effects:    {stats['duplicates']}")
-    print(f"approvals granted:    {approver.approved}")
+    print(f"approvals granted:    {approved}")
     last = status.last_completed_checkpoint if status else None
     attempt = status.attempt if status else "?"
     print(f"checkpoints taken:    {last} (the last completed id); attempt now {attempt}")

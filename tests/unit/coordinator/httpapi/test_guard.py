@@ -91,3 +91,60 @@ async def test_json_or_no_body_passes(api: httpx.AsyncClient, view: FakeView) ->
     # The approval route is reached (and fails on the missing broker, not on the guard).
     reached = await api.post("/agents/desk/runs/r1/approve", json={})
     assert reached.status_code == 503
+
+
+@pytest.fixture
+async def with_console(view: FakeView) -> AsyncIterator[httpx.AsyncClient]:
+    """The API with the console's prefix given to the guard, and one console route."""
+    app = create_app(view, CollectorRegistry(), console_prefix="/console/")
+
+    @app.post("/console/echo")
+    async def echo() -> dict[str, str]:
+        return {"reached": "yes"}
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8470") as c:
+        yield c
+
+
+async def test_the_console_accepts_its_own_origin_and_forms(
+    with_console: httpx.AsyncClient,
+) -> None:
+    form = {"Origin": "http://127.0.0.1:8470", "Content-Type": "application/x-www-form-urlencoded"}
+    answer = await with_console.post("/console/echo", content=b"a=1", headers=form)
+    assert answer.status_code == 200, answer.text
+    assert (await with_console.post("/console/echo", content=b"a=1", headers={
+        "Content-Type": "application/x-www-form-urlencoded"})).status_code == 200  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:8471",  # another port of the same host: same site, not same origin
+        "https://127.0.0.1:8470",  # another scheme
+        "http://localhost:8470",  # another name of the same address
+        "null",
+        "https://evil.example",
+    ],
+)
+async def test_the_console_refuses_every_other_origin(
+    with_console: httpx.AsyncClient, origin: str
+) -> None:
+    form = {"Origin": origin, "Content-Type": "application/x-www-form-urlencoded"}
+    answer = await with_console.post("/console/echo", content=b"a=1", headers=form)
+    assert answer.status_code == 403
+    assert answer.json()["error"] == "cross_origin"
+
+
+async def test_outside_the_console_the_own_origin_and_forms_are_still_refused(
+    with_console: httpx.AsyncClient, view: FakeView
+) -> None:
+    own = await with_console.post("/stop", headers={"Origin": "http://127.0.0.1:8470"})
+    form = await with_console.post(
+        "/stop", content=b"a=1", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    text = await with_console.post(
+        "/console/echo", content=b"a=1", headers={"Content-Type": "text/plain"}
+    )
+    assert (own.status_code, form.status_code, text.status_code) == (403, 415, 415)
+    assert view.stop_calls == []

@@ -1,0 +1,12 @@
+"""The web console: the job, its checkpoints, the runs and an approvals inbox, served by the
+coordinator's HTTP API under ``/console/`` (docs/console.md).
+
+Application code (it reads the coordinator and the agents): `routes` mounts the pages,
+`pages` renders them from the API's own values, `markup` escapes every value they show,
+`inbox` is what they read and write of the agents.
+"""
+
+from sluicegate.console.inbox import AgentDesk
+from sluicegate.console.routes import COOKIE, PREFIX, ConsoleJob, console_router
+
+__all__ = ["COOKIE", "PREFIX", "AgentDesk", "ConsoleJob", "console_router"]

@@ -1,0 +1,128 @@
+"""What the console reads and writes of the agents: the calls waiting for a person, the runs,
+and a person's decision.
+
+Nothing here reads a topic its own way: the waiting calls and the runs are `RunHistory.runs`
+(the same read as ``GET /agents/{agent}/runs`` and ``sluicegate runs``), a run's timeline is
+`RunHistory.events` (``GET .../history``), and a decision is checked and written exactly as
+``POST /agents/{agent}/runs/{run}/approve|reject`` does (`RunDirectory.check_decision`, then
+`send_decision`), under the signed-in person's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sluicegate.agents.client import send_decision
+from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.history.events import RunHistory, RunSummary
+from sluicegate.agents.messages import ApprovalDecision
+from sluicegate.agents.runs.directory import RunDirectory
+from sluicegate.operators.kafka import KafkaLike
+
+__all__ = ["AgentDesk", "RunPage", "WaitingCall"]
+
+_RUNS_READ = 100_000
+"""Runs `RunHistory.runs` keeps per read: the console pages and filters in this process."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingCall:
+    """A call of run ``run_id`` of ``agent`` that waits for a person's decision."""
+
+    agent: str
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    asked_at: float | None
+    goal: str | None
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """One page of an agent's runs, most recently updated first, and how many matched."""
+
+    runs: tuple[RunSummary, ...]
+    matched: int
+    offset: int
+
+
+class AgentDesk:
+    """The agents of a pipeline as the console sees them; see the module docstring."""
+
+    def __init__(self, bootstrap: KafkaLike, agents: Mapping[str, AgentTopics]) -> None:
+        self._bootstrap = bootstrap
+        self._topics = dict(agents)
+        self._histories = {n: RunHistory(bootstrap, n, t.events) for n, t in agents.items()}
+        self._directories = {n: RunDirectory(bootstrap, n, t.events) for n, t in agents.items()}
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted(self._topics)
+
+    async def waiting(self) -> list[WaitingCall]:
+        """Every call waiting for a person, the longest waiting first.
+
+        Raises:
+            EventsUnavailableError: an events topic cannot be read now.
+        """
+        found: list[WaitingCall] = []
+        for agent in self.agents:
+            for run in await self._histories[agent].runs(limit=_RUNS_READ):
+                asked = run.waiting
+                if asked is None:
+                    continue
+                arguments = asked.get("arguments")
+                found.append(
+                    WaitingCall(
+                        agent=agent,
+                        run_id=run.run_id,
+                        call_id=str(asked.get("call_id", "")),
+                        tool=str(asked.get("tool", "")),
+                        arguments=arguments if isinstance(arguments, dict) else {},
+                        asked_at=run.updated_at,
+                        goal=run.goal,
+                        step=run.step,
+                    )
+                )
+        return sorted(found, key=lambda c: (c.asked_at or 0.0, c.agent, c.run_id))
+
+    async def runs(self, agent: str, *, status: str | None, offset: int, limit: int) -> RunPage:
+        """Runs of ``agent`` (of ``status``, if given), ``limit`` from ``offset``.
+
+        Raises:
+            KeyError: no such agent.
+            EventsUnavailableError: its events topic cannot be read now.
+        """
+        runs = await self._histories[agent].runs(limit=_RUNS_READ)
+        matched = [r for r in runs if status is None or r.status == status]
+        return RunPage(tuple(matched[offset : offset + limit]), len(matched), offset)
+
+    async def timeline(self, agent: str, run_id: str) -> list[dict[str, Any]]:
+        """Every committed event of the run, in order.
+
+        Raises:
+            KeyError: no such agent.
+            UnknownRunError, HistoryError, EventsUnavailableError: as `RunHistory.events`.
+        """
+        return await self._histories[agent].events(run_id)
+
+    async def decide(
+        self, agent: str, run_id: str, *, call_id: str, approved: bool, by: str, reason: str | None
+    ) -> None:
+        """Check that the run waits on ``call_id``, then write the decision of ``by``.
+
+        Raises:
+            KeyError: no such agent.
+            UnknownRunError, RunNotWaitingError: the run cannot take the decision.
+            EventsUnavailableError: the events topic cannot be read now.
+        """
+        topics = self._topics[agent]
+        await self._directories[agent].check_decision(run_id, call_id)
+        decision = ApprovalDecision(
+            run_id=run_id, approved=approved, call_id=call_id, by=by, reason=reason
+        )
+        await send_decision(self._bootstrap, topics.approvals, decision)
