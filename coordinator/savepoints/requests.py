@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sluicegate.operators.savepoints.writer import SavepointProgress
+from sluicegate.operators.savepoints.progress import SavepointProgress
 
 __all__ = ["SavepointPhase", "SavepointRequest"]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
 from sluicegate.operators.savepoints.manifest import (
@@ -30,25 +29,16 @@ from sluicegate.operators.savepoints.manifest import (
     SavepointManifest,
     SubtaskMetadata,
 )
+from sluicegate.operators.savepoints.progress import SavepointProgress
 from sluicegate.operators.savepoints.rows import encode_rows
 from sluicegate.operators.savepoints.sources import CHUNK_BYTES, StateSource
 from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import Storage
 from sluicegate.operators.storage.layout import savepoint_prefix
 
-__all__ = ["SavepointProgress", "write_savepoint"]
+__all__ = ["write_savepoint"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class SavepointProgress:
-    """How far a savepoint write is: partitions written of all, rows and bytes so far."""
-
-    partitions_done: int
-    partitions_total: int
-    rows: int
-    bytes: int
 
 
 async def write_savepoint(

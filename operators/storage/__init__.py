@@ -18,7 +18,13 @@ Errors (from :mod:`operators.storage.exceptions`)::
         └── StorageBackendError       any other backend failure (permission, missing bucket, ...)
 
 Every one of them also derives from ``StorageError``.
+
+:func:`open_storage` and :class:`ObstoreStorage` are loaded on first use (PEP 562), so that a
+sans-IO core needing only the interface or an error (the checkpoint manifest, the coordinator's
+phases) loads no storage client.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from sluicegate.operators.storage import layout
 from sluicegate.operators.storage.base import ContentAddressedUpload, Storage, StoredFile
@@ -32,8 +38,10 @@ from sluicegate.operators.storage.exceptions import (
     StorageError,
     StorageUnavailableError,
 )
-from sluicegate.operators.storage.factory import open_storage
-from sluicegate.operators.storage.obstore_storage import ObstoreStorage
+
+if TYPE_CHECKING:
+    from sluicegate.operators.storage.factory import open_storage
+    from sluicegate.operators.storage.obstore_storage import ObstoreStorage
 
 __all__ = [
     "AlreadyExistsError",
@@ -51,3 +59,15 @@ __all__ = [
     "layout",
     "open_storage",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "open_storage":
+        from sluicegate.operators.storage.factory import open_storage
+
+        return open_storage
+    if name == "ObstoreStorage":
+        from sluicegate.operators.storage.obstore_storage import ObstoreStorage
+
+        return ObstoreStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

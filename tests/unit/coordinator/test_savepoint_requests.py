@@ -4,7 +4,7 @@ request ends."""
 from __future__ import annotations
 
 from sluicegate.coordinator.savepoints.requests import SavepointRequest
-from sluicegate.operators.savepoints.writer import SavepointProgress
+from sluicegate.operators.savepoints.progress import SavepointProgress
 
 
 def phase(request: SavepointRequest) -> str:
