@@ -5,7 +5,7 @@ UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: demo test test-unit test-integration test-e2e soak bench bench-quick lint fmt typecheck kafka sync clean
+.PHONY: demo test test-unit test-integration test-e2e soak bench bench-quick screenshots lint fmt typecheck kafka sync clean
 
 demo: sync  ## run the demo pipeline on a local broker (no API key needed)
 	$(RUN) sluicegate demo
@@ -32,6 +32,9 @@ soak: sync  ## the chaos tests at full size: 200k lines / 12 SIGKILLs; 500 agent
 
 bench: sync  ## every benchmark on one broker: tables, bench/out/report.md and PNG plots
 	$(RUN) python -m bench.run_all
+
+screenshots: sync  ## retake the console screenshots in docs/images (a real browser, broker and job)
+	SLUICEGATE_UPDATE_SCREENSHOTS=1 $(RUN) pytest tests/integration/console -q
 
 bench-quick: sync  ## the same at small sizes (a few minutes): checks that they work
 	$(RUN) python -m bench.run_all --quick

@@ -3,7 +3,9 @@ worker hosting the refund-desk agent and the session's broker: sign in; the Job 
 Checkpoints pages; a savepoint created from the page and listed; two runs reach their approval
 in the inbox; one is approved there and completes, its timeline naming the signed-in person; a
 page of another origin that auto-submits an approval fails; a read-only token sees no approve
-button and gets 403 posting anyway. Each page is saved as docs/images/console-*.png.
+button and gets 403 posting anyway. Each page is saved as a PNG: into a temporary folder, or
+into docs/images/console-*.png with ``SLUICEGATE_UPDATE_SCREENSHOTS=1`` (`make screenshots`),
+so that a test run leaves the checkout as it was.
 
 The coordinator, the worker and the API run in an event loop of their own thread: Selenium
 blocks the test's thread on every command."""
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import os
 import re
 import shutil
 import tempfile
@@ -51,7 +54,12 @@ from tests.helpers import wait_for_sync
 T = TypeVar("T")
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
+DOC_IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
+IMAGES = (
+    DOC_IMAGES
+    if os.environ.get("SLUICEGATE_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="console-screenshots-"))
+)
 ANN, RITA = "ann-console-token-0123456789", "rita-console-token-0123456789"
 TOKENS = ApiTokens({
     ANN: Principal.granted("ann", [Scope.APPROVE, Scope.OPERATE]),
@@ -191,7 +199,9 @@ def shot(driver: WebDriver, name: str) -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1280, max(700, min(int(height) + 40, 2400)))
-    assert driver.save_screenshot(str(IMAGES / f"console-{name}.png"))
+    path = IMAGES / f"console-{name}.png"
+    assert driver.save_screenshot(str(path))
+    assert path.read_bytes().startswith(b"\x89PNG")
     driver.set_window_size(1280, 1000)
 
 
