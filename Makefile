@@ -30,7 +30,7 @@ soak: sync  ## the chaos tests at full size: 200k lines / 12 SIGKILLs; 500 agent
 	SLUICEGATE_AGENT_CHAOS_RUNS=500 SLUICEGATE_AGENT_CHAOS_KILLS=10 $(RUN) pytest tests/e2e -k sigkill
 
 # Not in CI: about 10,000 agent runs, 100 SIGKILLs, a broker restart and a storage outage, then
-# every run, effect and event checked (an hour or more). SOAK_ARGS=--quick: 300 runs, 8 kills.
+# every run, effect and event checked (an hour or more). SOAK_ARGS=--quick: 400 runs, 10 kills.
 soak-large: sync  ## reliability at scale, measured: prints the table, exits 1 on a violation
 	$(RUN) python -m bench.soak_large $(SOAK_ARGS)
 

@@ -22,11 +22,11 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=20.0, help="storage outage, seconds")
     parser.add_argument("--timeout", type=float, default=6 * 3600.0, help="seconds for every run")
     parser.add_argument("--window", type=int, default=40, help="runs in flight at most")
-    parser.add_argument("--quick", action="store_true", help="300 runs, 8 kills")
+    parser.add_argument("--quick", action="store_true", help="400 runs, 10 kills, a 10 s outage")
     parser.add_argument("--dir", type=Path, default=None, help="keep logs here (default: temp)")
     args = parser.parse_args()
     if args.quick:
-        args.runs, args.kills, args.outage, args.timeout = 300, 8, 10.0, 1800.0
+        args.runs, args.kills, args.outage, args.timeout = 400, 10, 10.0, 1800.0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     # The broker's restart and storage's outage make the clients log an error a poll.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

@@ -16,11 +16,14 @@ __all__ = ["Findings", "KillRecord", "percentile"]
 
 @dataclass(slots=True)
 class KillRecord:
-    """One SIGKILL the harness sent, and when the job next made progress after it."""
+    """One SIGKILL the harness sent, and when the job had recovered from it: when the first
+    checkpoint triggered after it (newer than ``newest_triggered``, the newest one triggered
+    when it was sent) completed."""
 
     target: str
     timing: str
     killed_at: float
+    newest_triggered: int
     recovered_at: float | None = None
 
     @property
@@ -101,7 +104,7 @@ class Findings:
                      f"storage outages {self.storage_outages}")  # fmt: skip
         if recoveries:
             lines.append(
-                f"recovery (kill -> next completed checkpoint): p50 "
+                f"recovery (kill -> a checkpoint triggered after it completed): p50 "
                 f"{percentile(recoveries, 50):.1f} s, p99 {percentile(recoveries, 99):.1f} s, "
                 f"max {max(recoveries):.1f} s"
             )

@@ -41,7 +41,11 @@ from sluicegate.devkafka import DevBroker
 from sluicegate.operators.runtime.readers import committed_from_start
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import Storage, StorageError
-from sluicegate.operators.storage.manifest import ManifestStore
+from sluicegate.operators.storage.layout import (
+    CHECKPOINTS,
+    checkpoint_manifest,
+    parse_checkpoint_id,
+)
 
 __all__ = ["Sizes", "soak"]
 
@@ -65,25 +69,36 @@ class Sizes:
 
 
 class Checkpoints:
-    """Completed checkpoint ids as the harness sees them in storage, with when each was seen."""
+    """Checkpoint ids as the harness sees them in storage: each completed one with when it was
+    first seen, and the newest triggered."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
-        self._manifests = ManifestStore(storage)
         self.seen: dict[int, float] = {}
+        self.newest_triggered = 0
 
     async def poll(self) -> None:
         try:
-            for n in await self._manifests.completed():
-                self.seen.setdefault(n, time.time())
+            paths = await self._storage.list(CHECKPOINTS)
         except StorageError:
             logger.warning("checkpoint storage unreadable for a moment")
+            return
+        now = time.time()
+        for path in paths:
+            n = parse_checkpoint_id(path)
+            if n is None:
+                continue
+            self.newest_triggered = max(self.newest_triggered, n)
+            if path == checkpoint_manifest(n):
+                self.seen.setdefault(n, now)
 
-    async def in_flight(self) -> bool:
-        """A checkpoint was triggered and has not completed."""
-        triggered = [p for p in await self._storage.list("checkpoints") if p.endswith("_triggered")]
-        newest = max((int(p.split("/")[1]) for p in triggered), default=0)
-        return newest > max(self.seen, default=0)
+    def in_flight(self) -> bool:
+        """A checkpoint was triggered and has not completed (as of the last `poll`)."""
+        return self.newest_triggered > max(self.seen, default=0)
+
+    def completed_after(self, checkpoint_id: int) -> float | None:
+        """When the first checkpoint newer than ``checkpoint_id`` was seen completed."""
+        return min((t for n, t in self.seen.items() if n > checkpoint_id), default=None)
 
     def rates(self, end: float) -> tuple[float, float]:
         """Completed checkpoints per minute in the first and the last fifth of the time from
@@ -95,9 +110,6 @@ class Checkpoints:
         first = sum(1 for t in times if t <= times[0] + window)
         last = sum(1 for t in times if end - window <= t <= end)
         return first / window * 60, last / window * 60
-
-    def first_after(self, moment: float) -> float | None:
-        return min((t for t in self.seen.values() if t > moment), default=None)
 
 
 class Soak:
@@ -121,6 +133,9 @@ class Soak:
         self.other_exits = 0
         self.broker_restarts = 0
         self.storage_outages = 0
+        self._sending = asyncio.Lock()
+        """Held by a submission and by the broker's restart: no send is retried across it into
+        a second copy of a task."""
 
     def start(self, name: str) -> None:
         if name == "coordinator":
@@ -156,7 +171,7 @@ class Soak:
             self.cluster.stop_all()
             self.ledger.close()
         for kill in self.kills:
-            kill.recovered_at = self.checkpoints.first_after(kill.killed_at)
+            kill.recovered_at = self.checkpoints.completed_after(kill.newest_triggered)
         findings = Findings(
             self.sizes.runs, self.results, events, self.ledger, self.kills,
             self.checkpoints.rates(finished), self.other_exits, self.broker_restarts,
@@ -168,12 +183,33 @@ class Soak:
     async def _follow(self, plan: Plan, tasks: list[TaskRequest]) -> None:
         deadline = time.monotonic() + self.sizes.timeout_s
         pending = list(plan.kills)
+        feeding = asyncio.create_task(self._feed(tasks))
+        try:
+            await self._follow_plan(plan, pending, deadline, feeding)
+        finally:
+            feeding.cancel()
+            await asyncio.gather(feeding, return_exceptions=True)
+        for kill in pending:
+            logger.warning("planned kill never came (every run finished first): %s", kill)
+
+    async def _feed(self, tasks: list[TaskRequest]) -> None:
+        """Keep at most ``window`` runs submitted and unfinished."""
         submitted = 0
-        while self.done() < self.sizes.runs and time.monotonic() < deadline:
-            if submitted < len(tasks) and submitted - self.done() < self.sizes.window // 2:
+        while submitted < len(tasks):
+            if submitted - self.done() < self.sizes.window // 2:
                 more = tasks[submitted : self.done() + self.sizes.window]
-                submitted += await submit_tasks(self.broker.bootstrap, self.topics.tasks, more)
+                async with self._sending:
+                    sent = await submit_tasks(self.broker.bootstrap, self.topics.tasks, more)
+                submitted += sent
             await asyncio.sleep(0.2)
+
+    async def _follow_plan(
+        self, plan: Plan, pending: list[Kill], deadline: float, feeding: asyncio.Task[None]
+    ) -> None:
+        while self.done() < self.sizes.runs and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            if feeding.done() and feeding.exception() is not None:
+                await feeding  # submitting failed: the soak cannot go on
             self._restart_ended()
             if pending and self.done() >= pending[0].after_results:
                 await self._kill(pending.pop(0))
@@ -181,8 +217,6 @@ class Soak:
                 await self._restart_broker()
             if not self.storage_outages and self.done() >= plan.storage_outage_after:
                 await self._storage_outage()
-        for kill in pending:
-            logger.warning("planned kill never came (every run finished first): %s", kill)
 
     def _restart_ended(self) -> None:
         for name, process in list(self.cluster.processes.items()):
@@ -199,8 +233,9 @@ class Soak:
             timing, victim = timing
         if victim not in self.cluster.processes:
             self._restart_ended()
+        await self.checkpoints.poll()
         killed_at = self.cluster.kill(victim)
-        self.kills.append(KillRecord(victim, timing, killed_at))
+        self.kills.append(KillRecord(victim, timing, killed_at, self.checkpoints.newest_triggered))
         logger.info("SIGKILL %s (%s) at %d results", victim, timing, self.done())
         self.start(victim)
 
@@ -218,11 +253,9 @@ class Soak:
                 if writers:
                     return kill.timing, writers[0]
             else:
-                try:
-                    if await self.checkpoints.in_flight():
-                        return kill.timing
-                except StorageError:
-                    pass
+                await self.checkpoints.poll()
+                if self.checkpoints.in_flight():
+                    return kill.timing
             await asyncio.sleep(0.05)
         return Timing.ANY
 
@@ -246,8 +279,9 @@ class Soak:
     async def _restart_broker(self) -> None:
         self.broker_restarts += 1
         logger.info("stopping the broker at %d results", self.done())
-        await asyncio.to_thread(self.broker.stop)
-        await self.broker.start_async()
+        async with self._sending:
+            await asyncio.to_thread(self.broker.stop)
+            await self.broker.start_async()
         logger.info("broker started again")
 
     async def _storage_outage(self) -> None:

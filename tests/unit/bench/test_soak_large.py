@@ -72,7 +72,7 @@ def clean(ledger: SoakLedger) -> dict[str, Any]:
     return {
         "results": {f"run-{r:06d}": [{"status": "done", "steps": 6}] for r in range(RUNS)},
         "events": {f"run-{r:06d}": [0, 1, 2] for r in range(RUNS)},
-        "kills": [KillRecord("worker-1", "any", 10.0, 12.0)],
+        "kills": [KillRecord("worker-1", "any", 10.0, 4, 12.0)],
     }
 
 
@@ -102,7 +102,7 @@ def test_each_planted_violation_is_found(ledger: SoakLedger, bug: str) -> None:
     elif bug == "effect":
         post(ledger, "/write/notify", "0-notify", "run-000000")
     elif bug == "no recovery":
-        figures["kills"].append(KillRecord("coordinator", "savepoint", 20.0))
+        figures["kills"].append(KillRecord("coordinator", "savepoint", 20.0, 5))
     else:
         rates = (60.0, 20.0)
     found = Findings(RUNS, figures["results"], figures["events"], ledger, figures["kills"],
