@@ -51,6 +51,8 @@ class Findings:
     broker_restarts: int
     storage_outages: int
     duration_s: float
+    planned_kills: int = 0
+    """Kills the plan had; fewer sent (every run finished first) is a violation."""
     violations: list[str] = field(default_factory=list)
 
     def check(self) -> None:
@@ -86,6 +88,8 @@ class Findings:
             v.append(f"{len(missing)} effects lost (a run without its write), e.g. {missing[:3]}")
         if twice:
             v.append(f"{len(twice)} runs with two keys for one write, e.g. {twice[:3]}")
+        if len(self.kills) < self.planned_kills:
+            v.append(f"{len(self.kills)} kills of {self.planned_kills} planned: more runs needed")
         if any(k.recovered_at is None for k in self.kills):
             v.append("a kill after which the job made no progress")
         start, end = self.checkpoint_rates
@@ -99,8 +103,9 @@ class Findings:
             f"{t} {m}: {n}" for (t, m), n in sorted(by.items())
         ))  # fmt: skip
         recoveries = [k.recovery_s for k in self.kills if k.recovery_s is not None]
-        lines.append(f"kills {len(self.kills)}, recoveries {len(recoveries)}, other exits "
-                     f"(restarted) {self.other_exits}, broker restarts {self.broker_restarts}, "
+        lines.append(f"kills {len(self.kills)} (planned {self.planned_kills}), recoveries "
+                     f"{len(recoveries)}, other exits (restarted) {self.other_exits}, "
+                     f"broker restarts {self.broker_restarts}, "
                      f"storage outages {self.storage_outages}")  # fmt: skip
         if recoveries:
             lines.append(

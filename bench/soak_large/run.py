@@ -161,7 +161,8 @@ class Soak:
             asyncio.create_task(_forever(self._watch_checkpoints)),
         ]
         try:
-            await self._follow(Plan.of(self.sizes.runs, self.sizes.kills, self.sizes.seed), tasks)
+            plan = Plan.of(self.sizes.runs, self.sizes.kills, self.sizes.seed)
+            await self._follow(plan, tasks)
             finished = time.time()
             events = await self._read_events()
         finally:
@@ -175,7 +176,7 @@ class Soak:
         findings = Findings(
             self.sizes.runs, self.results, events, self.ledger, self.kills,
             self.checkpoints.rates(finished), self.other_exits, self.broker_restarts,
-            self.storage_outages, finished - began,
+            self.storage_outages, finished - began, len(plan.kills),
         )  # fmt: skip
         findings.check()
         return findings
@@ -227,37 +228,38 @@ class Soak:
                 self.start(name)
 
     async def _kill(self, kill: Kill) -> None:
+        """Wait for ``kill``'s moment, SIGKILL its victim, start it again. Checkpoint storage
+        is read just before the signal (the newest triggered checkpoint is where recovery is
+        measured from), and for a mid-write kill before the look at the writes in flight, so
+        that the write is still on the wire when the signal comes."""
         victim = "coordinator" if kill.coordinator else self.rng.choice(self.workers)
-        timing = await self._wait_for_moment(kill, victim)
-        if isinstance(timing, tuple):
-            timing, victim = timing
+        timing, victim = await self._wait_for_moment(kill, victim)
         if victim not in self.cluster.processes:
             self._restart_ended()
-        await self.checkpoints.poll()
         killed_at = self.cluster.kill(victim)
         self.kills.append(KillRecord(victim, timing, killed_at, self.checkpoints.newest_triggered))
         logger.info("SIGKILL %s (%s) at %d results", victim, timing, self.done())
         self.start(victim)
 
-    async def _wait_for_moment(self, kill: Kill, victim: str) -> str | tuple[str, str]:
-        """Wait for ``kill``'s moment; the timing it got (and the victim, when it chose one)."""
+    async def _wait_for_moment(self, kill: Kill, victim: str) -> tuple[Timing, str]:
+        """Wait for ``kill``'s moment; the timing it got and the victim (a mid-write kill's is
+        the worker with the write)."""
         deadline = time.monotonic() + _WAIT_FOR_MOMENT_S
-        if kill.timing is Timing.SAVEPOINT and await self._ask_savepoint():
-            return kill.timing
-        while kill.timing in (Timing.MID_WRITE, Timing.MID_CHECKPOINT):
-            if time.monotonic() > deadline:
-                break
+        asked = kill.timing is Timing.SAVEPOINT and await self._ask_savepoint()
+        while True:
+            await self.checkpoints.poll()
+            if asked:
+                return kill.timing, victim
             if kill.timing is Timing.MID_WRITE:
                 pids = {p.pid: n for n, p in self.cluster.processes.items()}
                 writers = [pids[pid] for pid in self.ledger.in_flight() if pid in pids]
                 if writers:
                     return kill.timing, writers[0]
-            else:
-                await self.checkpoints.poll()
-                if self.checkpoints.in_flight():
-                    return kill.timing
+            elif kill.timing is Timing.MID_CHECKPOINT and self.checkpoints.in_flight():
+                return kill.timing, victim
+            if kill.timing is Timing.ANY or time.monotonic() > deadline:
+                return Timing.ANY, victim
             await asyncio.sleep(0.05)
-        return Timing.ANY
 
     async def _ask_savepoint(self) -> bool:
         log = self.cluster.log_paths["coordinator"]

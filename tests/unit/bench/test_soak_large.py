@@ -89,10 +89,12 @@ def test_clean_figures_pass(ledger: SoakLedger) -> None:
     assert "violations: none" in found.table()
 
 
-@pytest.mark.parametrize("bug", ["lost", "twice", "gap", "effect", "no recovery", "slow"])
+@pytest.mark.parametrize(
+    "bug", ["lost", "twice", "gap", "effect", "no recovery", "slow", "few kills"]
+)
 def test_each_planted_violation_is_found(ledger: SoakLedger, bug: str) -> None:
     figures = clean(ledger)
-    rates = (60.0, 55.0)
+    rates, planned = (60.0, 55.0), 1
     if bug == "lost":
         del figures["results"]["run-000001"]
     elif bug == "twice":
@@ -103,10 +105,12 @@ def test_each_planted_violation_is_found(ledger: SoakLedger, bug: str) -> None:
         post(ledger, "/write/notify", "0-notify", "run-000000")
     elif bug == "no recovery":
         figures["kills"].append(KillRecord("coordinator", "savepoint", 20.0, 5))
-    else:
+    elif bug == "slow":
         rates = (60.0, 20.0)
+    else:
+        planned = 2
     found = Findings(RUNS, figures["results"], figures["events"], ledger, figures["kills"],
-                     rates, 0, 1, 1, 30.0)  # fmt: skip
+                     rates, 0, 1, 1, 30.0, planned)  # fmt: skip
     found.check()
     assert len(found.violations) == 1, found.violations
 
