@@ -7,6 +7,11 @@ stays open across the coordinator's loop)::
     sluicegate.checkpoint            from the trigger to the manifest's commit, or to the abort
     └── sluicegate.checkpoint.commit the manifest's create-if-absent write to storage
 
+Its trace id and span id are derived from (pipeline, checkpoint id, attempt)
+(`operators.tracing.checkpoint_ids`): the subtasks derive the same, and emit their part of the
+checkpoint (`operators.runtime.snapshot_tracing`) as children of this span, with no trace
+context in the trigger or the barriers.
+
 A completed checkpoint's span carries its id, attempt, subtask count, sizes, and per phase the
 slowest subtask's seconds (alignment, sync, async upload: what the acks report); an aborted
 one has status error and the abort's reason. With tracing off (`operators.tracing.tracer` is
@@ -16,11 +21,13 @@ None) every method returns at once.
 from __future__ import annotations
 
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.context import Context as TraceContext
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from sluicegate.coordinator.checkpoint_stats import slowest_phases
 from sluicegate.operators.storage.manifest import CheckpointManifest
+from sluicegate.operators.tracing import checkpoint_ids, fixed_ids
 
 __all__ = ["CheckpointTracing"]
 
@@ -49,9 +56,8 @@ class CheckpointTracing:
         for phase, seconds in slowest_phases(manifest).items():
             attributes[f"sluicegate.checkpoint.{phase}_seconds"] = seconds
         triggered = manifest.triggered_at if manifest.triggered_at is not None else started
-        span = self._tracer.start_span(
-            "sluicegate.checkpoint", attributes=attributes, start_time=_ns(triggered)
-        )
+        span = self._root(self._tracer, manifest.checkpoint_id, manifest.attempt, attributes,
+                          _ns(triggered))  # fmt: skip
         commit = self._tracer.start_span(
             "sluicegate.checkpoint.commit",
             context=trace.set_span_in_context(span),
@@ -73,13 +79,25 @@ class CheckpointTracing:
             "sluicegate.attempt": attempt,
             "sluicegate.checkpoint.abort_reason": reason,
         }
-        span = self._tracer.start_span(
-            "sluicegate.checkpoint",
-            attributes=attributes,
-            start_time=_ns(triggered if triggered is not None else now),
-        )
+        start = _ns(triggered if triggered is not None else now)
+        span = self._root(self._tracer, checkpoint_id, attempt, attributes, start)
         span.set_status(Status(StatusCode.ERROR, reason))
         span.end(end_time=_ns(now))
+
+    def _root(
+        self,
+        tracer: Tracer,
+        checkpoint_id: int,
+        attempt: int,
+        attributes: dict[str, AttributeValue],
+        start: int,
+    ) -> Span:
+        """The checkpoint's span, a root with the checkpoint's derived ids."""
+        with fixed_ids(*checkpoint_ids(self._pipeline, checkpoint_id, attempt)):
+            return tracer.start_span(
+                "sluicegate.checkpoint", context=TraceContext(), attributes=attributes,
+                start_time=start,
+            )  # fmt: skip
 
 
 def _ns(seconds: float) -> int:

@@ -13,12 +13,17 @@ hot path. `stop_tracing` flushes and shuts it down; tests install and stop their
 The installed provider generates ids with `RunIds`: random, except a span id asked for with
 `fixed_ids`. That is how a span with a deterministic id (an agent run's root span, whose id
 its children named across crashes and processes) is created through the ordinary SDK.
+
+`checkpoint_ids` derives a checkpoint's trace id and root span id from (pipeline, checkpoint
+id, attempt), so that the coordinator's checkpoint span and the subtasks' spans of their part of
+it land in one trace without any trace context on the wire.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import logging
 import os
 from collections.abc import Iterator
@@ -33,6 +38,7 @@ from opentelemetry.trace import Tracer
 __all__ = [
     "ENDPOINT_ENV",
     "RunIds",
+    "checkpoint_ids",
     "fixed_ids",
     "start_tracing",
     "stop_tracing",
@@ -73,6 +79,15 @@ def fixed_ids(trace_id: int, span_id: int) -> Iterator[None]:
         yield
     finally:
         _FIXED.reset(token)
+
+
+def checkpoint_ids(pipeline: str, checkpoint_id: int, attempt: int) -> tuple[int, int]:
+    """The trace id of checkpoint ``checkpoint_id`` of ``pipeline`` at job ``attempt``, and the
+    span id of its root span (the coordinator's ``sluicegate.checkpoint``): a hash of the three,
+    so that the coordinator and every subtask derive the same."""
+    key = f"checkpoint\0{pipeline}\0{checkpoint_id}\0{attempt}"
+    digest = hashlib.sha256(key.encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
 
 
 def start_tracing(

@@ -10,7 +10,8 @@ Its tools, one per kind a server can claim:
 * ``sync_contacts``: no annotations at all, recorded.
 
 The ledger is JSON lines (``tool``, ``key``, ``arguments``, ``auth``: the ``Authorization``
-header over HTTP). ``--without TOOL`` leaves a tool out (a server that lost it);
+header over HTTP, ``traceparent`` and ``tracestate``: the trace context of the ``_meta``, or
+null). ``--without TOOL`` leaves a tool out (a server that lost it);
 ``--transport http --port N`` serves streamable HTTP on 127.0.0.1, else stdio.
 """
 
@@ -36,7 +37,10 @@ def build(ledger: Path, without: set[str]) -> MCPServer:
         request = getattr(ctx.request_context, "request", None)
         headers = getattr(request, "headers", None)
         auth = headers.get("authorization") if headers is not None else None
-        line = {"tool": tool, "key": meta.get(KEY_META), "arguments": arguments, "auth": auth}
+        line = {
+            "tool": tool, "key": meta.get(KEY_META), "arguments": arguments, "auth": auth,
+            "traceparent": meta.get("traceparent"), "tracestate": meta.get("tracestate"),
+        }  # fmt: skip
         with ledger.open("a") as out:
             out.write(json.dumps(line) + "\n")
             out.flush()

@@ -15,10 +15,17 @@ from sluicegate.agents.mcp.exceptions import (
 )
 from sluicegate.agents.mcp.kinds import Hints, McpToolDescription, kind_of
 from sluicegate.agents.mcp.secrets import Secret
-from sluicegate.agents.mcp.source import IDEMPOTENCY_KEY_META, McpServer, mcp_server, mcp_stdio
+from sluicegate.agents.mcp.source import (
+    IDEMPOTENCY_KEY_META,
+    TRACE_META,
+    McpServer,
+    mcp_server,
+    mcp_stdio,
+)
 
 __all__ = [
     "IDEMPOTENCY_KEY_META",
+    "TRACE_META",
     "Hints",
     "McpServer",
     "McpServerUnavailableError",

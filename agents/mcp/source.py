@@ -17,7 +17,10 @@ The listing rule:
 
 A call is the effect of a `Tool` like any other (journaled by the agent's runtime); the
 request carries the effect's idempotency key in its ``_meta`` under `IDEMPOTENCY_KEY_META`
-(``"sluicegate/idempotency-key"``), so that a server can deduplicate a retried call. A server
+(``"sluicegate/idempotency-key"``), so that a server can deduplicate a retried call, and, with
+tracing on, the W3C trace context of the call's ``execute_tool`` span (``traceparent``, and
+``tracestate`` if any) in the same ``_meta``, the MCP convention for trace propagation, so that
+a server's spans join the run's trace (``docs/tracing.md``). A server
 that cannot be reached, or does not answer within ``timeout_s``, raises
 `McpServerUnavailableError` (retryable: the run's step is retried with backoff, and a call
 whose outcome is unknown is settled by its kind's ``on_unknown``); the connection is opened
@@ -59,12 +62,16 @@ from sluicegate.agents.mcp.secrets import HeaderValue, masked, resolved
 from sluicegate.agents.tools import AnyArguments, Tool, ToolContext, ToolKind
 from sluicegate.operators.exceptions import SluicegateError
 
-__all__ = ["IDEMPOTENCY_KEY_META", "McpServer", "mcp_server", "mcp_stdio"]
+__all__ = ["IDEMPOTENCY_KEY_META", "TRACE_META", "McpServer", "mcp_server", "mcp_stdio"]
 
 logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_META = "sluicegate/idempotency-key"
 """The ``_meta`` entry of a ``tools/call`` request that holds the effect's idempotency key."""
+
+TRACE_META = ("traceparent", "tracestate")
+"""The ``_meta`` entries of a ``tools/call`` request that hold the W3C trace context of the
+call's span (with tracing on; ``tracestate`` only if the context has one)."""
 
 _MAX_PAGES = 100
 _CONNECTION_LOST = (CONNECTION_CLOSED, REQUEST_TIMEOUT)
@@ -144,11 +151,21 @@ class McpServer:
                 )  # fmt: skip
             return list(self._listing)
 
-    async def call(self, tool: str, arguments: dict[str, Any], key: str) -> Any:
-        """Call ``tool`` with the idempotency key ``key`` in the request's ``_meta``: the
-        result's structured content, else its text (a JSON value when it parses as one)."""
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        key: str,
+        trace_headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Call ``tool`` with the idempotency key ``key``, and the W3C ``trace_headers`` of
+        its span (`TRACE_META`) if any, in the request's ``_meta``: the result's structured
+        content, else its text (a JSON value when it parses as one)."""
         client = await self._connected()
-        meta = cast(RequestParamsMeta, {IDEMPOTENCY_KEY_META: key})  # an open map of keys
+        entries = {IDEMPOTENCY_KEY_META: key}
+        if trace_headers:
+            entries.update((k, v) for k, v in trace_headers.items() if k in TRACE_META)
+        meta = cast(RequestParamsMeta, entries)  # an open map of keys
         try:
             result = await asyncio.wait_for(
                 client.call_tool(tool, arguments, meta=meta),
@@ -267,7 +284,7 @@ class McpServer:
         name = description.name
 
         async def call(ctx: ToolContext, **arguments: Any) -> Any:
-            return await self.call(name, arguments, ctx.idempotency_key)
+            return await self.call(name, arguments, ctx.idempotency_key, ctx.trace_headers)
 
         return Tool(
             name=name,

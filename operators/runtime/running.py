@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -52,6 +52,7 @@ from sluicegate.operators.runtime.exceptions import SubtaskFencedError
 from sluicegate.operators.runtime.inputs import BarrierAt, Inputs, Rejected
 from sluicegate.operators.runtime.outputs import Outputs
 from sluicegate.operators.runtime.sinks.contract import Sink
+from sluicegate.operators.runtime.snapshot_tracing import SnapshotMarks, SnapshotTracing
 from sluicegate.operators.runtime.state_transfer import Snapshots
 from sluicegate.operators.runtime.wakes import poll_timeout_ms
 from sluicegate.operators.state.local_checkpoint import LocalCheckpoint, prune_local_checkpoints
@@ -99,6 +100,7 @@ class RunningSubtask:
     calls: OperatorCalls
     consumer: AIOKafkaConsumer
     lag: FetchedPositions
+    tracing: SnapshotTracing
     records_in: int = 0
     _stop_requested: bool = field(default=False, init=False)
     _align_started: float | None = field(default=None, init=False)
@@ -233,8 +235,8 @@ class RunningSubtask:
     async def _snapshot(self, aligned: Aligned) -> None:
         """The synchronous phase, step by step (`operators.protocol.snapshot`)."""
         # None: aligned by the barrier that started the alignment (one channel), no wait.
-        aligning = self._align_started
-        alignment_s = 0.0 if aligning is None else max(time.perf_counter() - aligning, 0.0)
+        aligned_at = time.perf_counter()
+        aligning = aligned_at if self._align_started is None else self._align_started
         started = local = None
         for step in snapshot_steps(aligned):
             match step:
@@ -253,18 +255,18 @@ class RunningSubtask:
                 case Upload(positions=positions):
                     assert started is not None
                     assert local is not None  # Capture comes before Upload
-                    sync_s = time.perf_counter() - started
+                    marks = SnapshotMarks(
+                        aligning=aligning, aligned=aligned_at, capturing=started,
+                        synced=time.perf_counter(),
+                    )  # fmt: skip
                     self._upload = asyncio.create_task(
-                        self._upload_and_ack(local, dict(positions), alignment_s, sync_s)
+                        self._upload_and_ack(local, dict(positions), marks)
                     )
 
     async def _upload_and_ack(
-        self,
-        local: LocalCheckpoint,
-        positions: dict[TopicPartition, int],
-        alignment_s: float,
-        sync_s: float,
+        self, local: LocalCheckpoint, positions: dict[TopicPartition, int], marks: SnapshotMarks
     ) -> None:
+        marks = replace(marks, uploading=time.perf_counter())
         await self.producer.flush()
         try:
             result = await self.snapshots.upload(local)
@@ -273,9 +275,13 @@ class RunningSubtask:
             # failed subtask would cost a global recovery per failed upload).
             n = local.inventory.checkpoint_id
             logger.warning("%s declines checkpoint %s: upload failed: %s", self.name, n, exc)
-            reason = f"upload failed: {exc}"
-            await self.control.send(CheckpointDecline(self.name, n, self.attempt, reason))
+            decline = CheckpointDecline(self.name, n, self.attempt, f"upload failed: {exc}")
+            marks = replace(marks, uploaded=time.perf_counter())
+            await self.control.send(decline)
+            self.tracing.declined(decline, marks, time.perf_counter())
             return
+        marks = replace(marks, uploaded=time.perf_counter())
+        alignment_s, sync_s = marks.alignment_seconds, marks.sync_seconds
         ack = CheckpointAck(
             subtask=self.name,
             checkpoint_id=local.inventory.checkpoint_id,
@@ -288,6 +294,7 @@ class RunningSubtask:
         )
         self.metrics.on_ack(alignment_s, sync_s, result.seconds)
         await self.control.send(ack)
+        self.tracing.acked(ack, marks, time.perf_counter())
 
     async def _on_completed(self, checkpoint_id: int) -> None:
         for sink in self.sinks:

@@ -68,6 +68,7 @@ from sluicegate.operators.runtime.inputs import Inputs
 from sluicegate.operators.runtime.outputs import Outputs
 from sluicegate.operators.runtime.running import Incoming, LoopSettings, RunningSubtask
 from sluicegate.operators.runtime.sinks.building import build_sinks
+from sluicegate.operators.runtime.snapshot_tracing import SnapshotTracing
 from sluicegate.operators.runtime.state_transfer import (
     Restored,
     Snapshots,
@@ -80,6 +81,7 @@ from sluicegate.operators.state.changelog import ChangelogFormatError
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.state.store import PartitionState
 from sluicegate.operators.storage import CorruptFileError, NotFoundError, Storage
+from sluicegate.operators.tracing import tracer
 
 __all__ = ["Subtask", "SubtaskSettings"]
 
@@ -285,6 +287,7 @@ class Subtask:
             calls=calls,
             consumer=consumer,
             lag=lag,
+            tracing=SnapshotTracing(tracer("sluicegate.operators"), pipeline=self.graph.name),
         )
         closing.push_async_callback(running.cancel_upload)  # first of all
         return running

@@ -17,12 +17,15 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sluicegate import Agent, AgentTopics, add_agent
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.journal import effect_key
 from sluicegate.agents.mcp import (
     IDEMPOTENCY_KEY_META,
+    TRACE_META,
     McpServer,
     McpServerUnavailableError,
     McpToolKindError,
@@ -33,12 +36,15 @@ from sluicegate.agents.mcp import (
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.models.scripted import ScriptedModel
+from sluicegate.agents.runs.state import RunState
 from sluicegate.agents.tools import ToolContext, ToolKind
+from sluicegate.agents.tracing import RunTracing, run_ids
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.operators.pipeline import Pipeline
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.tracing import start_tracing, stop_tracing, tracer
 from sluicegate.testing import read_committed
 from tests.mcp_processes import HttpMcpServer, ledger_lines, running_http_server, stdio_command
 
@@ -102,7 +108,43 @@ async def test_tools_are_listed_with_kinds_and_a_call_carries_its_key(
     (line,) = ledger_lines(ledger)
     assert (line["tool"], line["key"]) == ("record_note", "run-1/1/0")
     assert line["auth"] == ("Bearer t0ken" if name == "http" else None)
+    assert (line["traceparent"], line["tracestate"]) == (None, None)  # tracing is off
     assert "t0ken" not in repr(server)
+
+
+async def test_with_tracing_a_call_carries_its_tool_span_trace_context_in_meta(
+    transport: tuple[str, HttpMcpServer | None], ledger: Path
+) -> None:
+    name, http = transport
+    server = source(name, ledger, http)
+    exporter = InMemorySpanExporter()
+    provider = start_tracing(None, service="test", processor=SimpleSpanProcessor(exporter))
+    assert provider is not None
+    runs = RunTracing(tracer("sluicegate.agents"), pipeline="p", agent="desk", provider="scripted")
+    state = RunState(run_id="run-1", goal="g", created_at=0.0, updated_at=0.0)
+    await server.acquire()
+    try:
+        note = {t.name: t for t in await server.tools()}["record_note"]
+        with (
+            runs.wake(state, rollback=False),
+            runs.tool_call(state, note, "run-1/1/0") as (
+                _,
+                headers,
+            ),
+        ):
+            ctx = ToolContext.of_run("run-1", 1, "run-1/1/0", {}, headers)
+            await note.call(ctx, {"account": "acc-1", "note": "hi"})
+    finally:
+        await server.release()
+        stop_tracing()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool record_note"]
+    trace_id, _ = run_ids("p", "desk", "run-1")
+    assert span.context.trace_id == trace_id  # the run's trace
+    (line,) = ledger_lines(ledger)
+    assert line["traceparent"] == f"00-{trace_id:032x}-{span.context.span_id:016x}-01"
+    assert line["tracestate"] is None  # the context has none: no entry
+    assert line["key"] == "run-1/1/0"
+    assert TRACE_META == ("traceparent", "tracestate")
 
 
 async def test_an_unannotated_tool_without_a_kind_is_refused_by_name(ledger: Path) -> None:

@@ -5,7 +5,8 @@ A run on the real broker, with no checkpoint completed, is driven to its end; th
 crashed and started again, so the new attempt re-drives the run from its task and the journal
 answers every call. The run's trace must then hold each call executed once and replayed once,
 under one root, in the trace derived from the run's id, and each tool must have been given the
-``traceparent`` of its own span.
+``traceparent`` of its own span. A checkpoint is then taken: its trace holds the coordinator's
+span and, under it, each subtask's part of it.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators import tracing
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.tracing import checkpoint_ids
 from sluicegate.testing import read_committed
 from tests.helpers import wait_for, wait_for_sync
 
 JAEGER_VERSION = "v1.75.0"
+SUBTASK_PART = "sluicegate.checkpoint.subtask"
 
 CONFIG = """\
 service:
@@ -262,7 +265,10 @@ async def test_a_runs_trace_in_jaeger_holds_each_call_once_and_its_replays_marke
             await asyncio.to_thread(provider.force_flush)
             query = f"/api/traces?service={service}&operation=sluicegate.checkpoint"
             found = await asyncio.to_thread(jaeger.get, query)
-            return [t["spans"] for t in found["data"] or []]
+            traces = [t["spans"] for t in found["data"] or []]
+            # the subtasks' parts land in the same trace, emitted by the worker after its ack
+            parts = [s for t in traces for s in t if s["operationName"] == SUBTASK_PART]
+            return traces if parts else []
 
         (checkpoint_spans,) = await wait_for(
             checkpoint, timeout_s=30, what="the checkpoint's trace in jaeger"
@@ -274,9 +280,22 @@ async def test_a_runs_trace_in_jaeger_holds_each_call_once_and_its_replays_marke
     assert (json.loads(result.value)["status"], json.loads(result.value)["steps"]) == ("done", 3)
     # The coordinator's span of the checkpoint: trigger to commit, the manifest's write inside.
     by_op = {s["operationName"]: s for s in checkpoint_spans}
-    assert set(by_op) == {"sluicegate.checkpoint", "sluicegate.checkpoint.commit"}
-    assert parent(by_op["sluicegate.checkpoint.commit"]) == by_op["sluicegate.checkpoint"]["spanID"]
-    assert tags(by_op["sluicegate.checkpoint"])["sluicegate.checkpoint.id"] == checkpoint_id
+    assert set(by_op) == {"sluicegate.checkpoint", "sluicegate.checkpoint.commit", SUBTASK_PART,
+                          *(f"sluicegate.checkpoint.{p}" for p in ("alignment", "sync", "upload",
+                                                                   "ack"))}  # fmt: skip
+    checkpoint_span = by_op["sluicegate.checkpoint"]
+    assert parent(by_op["sluicegate.checkpoint.commit"]) == checkpoint_span["spanID"]
+    assert tags(checkpoint_span)["sluicegate.checkpoint.id"] == checkpoint_id
+    # Its ids derived from (pipeline, checkpoint, attempt), as the subtasks derived them: their
+    # parts are children of the coordinator's span, with no trace context on the wire.
+    attempt = tags(checkpoint_span)["sluicegate.attempt"]
+    derived_trace, derived_span = checkpoint_ids(graph.name, checkpoint_id, attempt)
+    assert (checkpoint_span["traceID"], checkpoint_span["spanID"]) == (
+        f"{derived_trace:032x}", f"{derived_span:016x}",
+    )  # fmt: skip
+    parts = [s for s in checkpoint_spans if s["operationName"] == SUBTASK_PART]
+    assert {parent(s) for s in parts} == {checkpoint_span["spanID"]}
+    assert {tags(s)["sluicegate.checkpoint.id"] for s in parts} == {checkpoint_id}
     assert {s["traceID"] for s in found} == {trace_id}
     by_name = Counter(s["operationName"] for s in found)
     # One root: the run's end was replayed the second time, which emits no second root.

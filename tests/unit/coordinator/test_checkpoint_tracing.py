@@ -57,6 +57,8 @@ def test_an_aborted_checkpoint_is_an_error_span_with_its_reason(
     assert aborted.status.status_code is StatusCode.ERROR
     assert dict(aborted.attributes or {})["sluicegate.checkpoint.abort_reason"] == "timeout"
     assert (aborted.start_time, aborted.end_time) == (10 * 10**9, 70 * 10**9)
+    trace_id, span_id = tracing.checkpoint_ids("p", 8, 1)  # what the subtasks derive too
+    assert (aborted.context.trace_id, aborted.context.span_id) == (trace_id, span_id)
 
 
 def test_without_tracing_nothing_is_emitted() -> None:
