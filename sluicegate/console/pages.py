@@ -244,7 +244,9 @@ def checkpoints_body(
         ],
         [
             (
-                c.checkpoint_id,
+                tag("a", c.checkpoint_id, href=f"{prefix}checkpoints/{c.checkpoint_id}")
+                if c.status.value == "completed"
+                else c.checkpoint_id,
                 tag("span", c.status.value, class_=_status_class(c.status.value)),
                 c.attempt,
                 when(c.triggered_at),
@@ -290,12 +292,26 @@ def checkpoints_body(
                 ),
                 tag("div", tag("button", "Create savepoint", type="submit"), class_="actions"),
                 Safe("</form>"),
+                # A GET: it only opens the page that says what stopping does, and asks again.
+                Safe(f'<form method="get" action="{text(prefix)}savepoints/stop">'),
+                tag("label", "Savepoint name for the stop (optional)", for_="stop-name"),
+                Safe(
+                    '<input type="text" id="stop-name" name="name" maxlength="200" '
+                    'pattern="[A-Za-z0-9._-]+" title="letters, digits, dot, dash, underscore">'
+                ),
+                tag(
+                    "div",
+                    tag("button", "Stop the job with a savepoint…", type="submit", class_="danger"),
+                    class_="actions",
+                ),
+                Safe("</form>"),
             ]
         )
     note = tag(
         "p",
         f"{len(in_flight)} in flight. Durations are trigger to completion; alignment, sync "
-        "and async are the slowest subtask's.",
+        "and async are the slowest subtask's. A completed checkpoint's id opens its detail "
+        "per subtask.",
         class_="muted",
     )
     return join(

@@ -7,7 +7,10 @@
     POST /console/sign-out             ends the session
     GET  /console/job                  the Job page (read)
     GET  /console/checkpoints          the Checkpoints page (read)
+    GET  /console/checkpoints/{id}     a completed checkpoint, per subtask (read)
     POST /console/savepoints           create a savepoint (operate)
+    GET  /console/savepoints/stop[?name]   what a stop-with-savepoint does, to confirm (operate)
+    POST /console/savepoints/stop      stop the job with a savepoint, confirmed (operate)
     GET  /console/approvals            the Approvals inbox (read; forms with approve)
     POST /console/approvals/{agent}/{run}   approve or reject, with a reason (approve)
     GET  /console/runs[?agent&status&offset]   runs, paged and filtered here (read)
@@ -30,11 +33,12 @@ caching. Decisions reuse `AgentDesk.decide`: the checks and the write of the API
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Annotated
+from typing import Annotated, Protocol
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
@@ -47,7 +51,7 @@ from sluicegate.agents.exceptions import (
     UnknownRunError,
 )
 from sluicegate.agents.runs.state import RunStatus
-from sluicegate.console import pages
+from sluicegate.console import checkpoint_pages, pages
 from sluicegate.console.inbox import AgentDesk
 from sluicegate.console.markup import Safe, frame
 from sluicegate.coordinator.facts import CoordinatorFacts
@@ -58,8 +62,10 @@ from sluicegate.coordinator.httpapi.view import CoordinatorView
 from sluicegate.operators.exceptions import SluicegateError
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
+from sluicegate.operators.storage import NotFoundError
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
-__all__ = ["COOKIE", "PREFIX", "ConsoleJob", "console_router"]
+__all__ = ["COOKIE", "PREFIX", "ConsoleJob", "ManifestReader", "console_router"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +73,7 @@ PREFIX = "/console/"
 COOKIE = "sluicegate_console"
 _MAX_FORM_BYTES = 64 * 1024
 _PAGE_SIZE = 50
+_SAVEPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # as POST /savepoints
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -78,14 +85,25 @@ _HEADERS = {
 }
 
 
+class ManifestReader(Protocol):
+    """Reads a committed checkpoint's manifest (`ManifestStore` does)."""
+
+    async def load(self, checkpoint_id: int) -> CheckpointManifest:
+        """Raises `NotFoundError` when there is none (never completed, or retention removed
+        it)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleJob:
-    """What the console reads of the coordinator: the API's views, its facts and its graph."""
+    """What the console reads of the coordinator: the API's views, its facts, its graph and
+    its checkpoints' manifests."""
 
     view: CoordinatorView
     savepoints: SavepointView
     facts: Callable[[], CoordinatorFacts]
     graph: JobGraph
+    manifests: ManifestReader
 
 
 def console_router(
@@ -295,6 +313,66 @@ def console_router(
         return after(
             session, "checkpoints", f"Savepoint {created.name} requested ({created.status})."
         )
+
+    @router.get(PREFIX + "checkpoints/{checkpoint_id}")
+    async def checkpoint_page(request: Request, checkpoint_id: int) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        title = f"Checkpoint {checkpoint_id}"
+        try:
+            manifest = await job.manifests.load(checkpoint_id)
+        except NotFoundError:
+            message = (
+                f"Checkpoint {checkpoint_id} has no manifest: it did not complete, or "
+                "retention has removed it."
+            )
+            return refusal(404, title, message, session)
+        body = checkpoint_pages.checkpoint_body(manifest)
+        return with_cookie(html(title, body, session, "checkpoints"), request, cookie)
+
+    def savepoint_name(raw: str | None) -> tuple[str | None, bool]:
+        """The name a form asked for (None: the default), and whether it is a valid one."""
+        name = (raw or "").strip() or None
+        return name, name is None or _SAVEPOINT_NAME.fullmatch(name) is not None
+
+    @router.get(PREFIX + "savepoints/stop")
+    async def stop_confirmation(request: Request, name: str | None = None) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        title = "Stop the job with a savepoint"
+        if Scope.OPERATE not in session.principal.scopes:
+            message = f"The token of {session.principal.name!r} lacks the scope 'operate'."
+            return refusal(403, "Not allowed", message, session)
+        wanted, valid = savepoint_name(name)
+        if not valid:
+            message = "A savepoint's name is letters, digits, dot, dash and underscore."
+            return refusal(400, title, message, session)
+        body = checkpoint_pages.stop_confirmation_body(
+            job.view.status().pipeline, wanted, csrf=session.csrf_token, prefix=PREFIX
+        )
+        return with_cookie(html(title, body, session, "checkpoints"), request, cookie)
+
+    @router.post(PREFIX + "savepoints/stop")
+    async def stop_with_savepoint(request: Request) -> Response:
+        session, form, refused = await posted(request, Scope.OPERATE)
+        if refused is not None or session is None:
+            return refused or refusal(401, "Signed out", "Sign in first.", None)
+        wanted, valid = savepoint_name(form.get("name"))
+        if form.get("confirm") != "stop" or not valid:
+            message = "Nothing was stopped: confirm on the page that says what will happen."
+            return refusal(400, "Not confirmed", message, session)
+        try:
+            created = await job.savepoints.create_savepoint(wanted, stop=True)
+        except SavepointRefusedError as exc:
+            return after(session, "checkpoints", f"Stop with savepoint refused: {exc}")
+        logger.info(
+            "stop with savepoint requested in the console",
+            extra={"savepoint": created.name, "principal": session.principal.name},
+        )
+        message = f"Stopping the job with savepoint {created.name} ({created.status})."
+        return after(session, "checkpoints", message)
 
     @router.get(PREFIX + "approvals")
     async def approvals_page(request: Request) -> Response:

@@ -3,9 +3,10 @@ worker hosting the refund-desk agent and the session's broker: sign in; the Job 
 Checkpoints pages; a savepoint created from the page and listed; two runs reach their approval
 in the inbox; one is approved there and completes, its timeline naming the signed-in person; a
 page of another origin that auto-submits an approval fails; a read-only token sees no approve
-button and gets 403 posting anyway. Each page is saved as a PNG: into a temporary folder, or
-into docs/images/console-*.png with ``SLUICEGATE_UPDATE_SCREENSHOTS=1`` (`make screenshots`),
-so that a test run leaves the checkout as it was.
+button and gets 403 posting anyway; a checkpoint's detail per subtask; last, the job stopped
+with a savepoint from behind its confirmation page. Each page is saved as a PNG: into a
+temporary folder, or into docs/images/console-*.png with ``SLUICEGATE_UPDATE_SCREENSHOTS=1``
+(`make screenshots`), so that a test run leaves the checkout as it was.
 
 The coordinator, the worker and the API run in an event loop of their own thread: Selenium
 blocks the test's thread on every command."""
@@ -258,6 +259,14 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     assert f"sp-{tag}" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "checkpoints")
 
+    # A completed checkpoint's detail, from its link in the history: a row per subtask.
+    browser.find_element(By.XPATH, "//table//a[contains(@href, '/console/checkpoints/')]").click()
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert "Per subtask" in main
+    assert "refund-desk#0" in main
+    assert re.search(r"\b(full|incremental|changelog|empty)\b", main)
+    shot(browser, "checkpoint")
+
     # The inbox: both runs reach their approval; the hostile goal is text, never a script.
     inbox = f"{url}/console/approvals"
     reload_until(browser, inbox, f"send_email for run {first}", timeout_s=90)
@@ -311,3 +320,29 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
         refused = client.post(f"/console/approvals/refund-desk/{second}", data=form_data)
     assert refused.status_code == 403
     assert console.status_of(second) == "waiting_approval"
+
+    # Last, as it ends the job: stop with a savepoint, behind its confirmation page.
+    browser.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    sign_in(browser, url, ANN)
+    browser.get(f"{url}/console/checkpoints")
+    browser.find_element(By.ID, "stop-name").send_keys(f"final-{tag}")
+    browser.find_element(By.XPATH, "//button[starts-with(text(), 'Stop the job')]").click()
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert "Every subtask of" in main
+    assert f"A savepoint named final-{tag}" in main
+    shot(browser, "stop")
+    browser.find_element(By.XPATH, "//button[text()='Stop the job with a savepoint']").click()
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert f"Stopping the job with savepoint final-{tag}" in main
+    bearer = {"Authorization": f"Bearer {ANN}"}
+    with httpx.Client(base_url=url, headers=bearer) as client:
+
+        def stopped_and_stored() -> bool:
+            state: str = client.get("/status").json()["state"]
+            saved: str | None = client.get(f"/savepoints/final-{tag}").json().get("status")
+            return state == "stopped" and saved == "stored"
+
+        wait_for_sync(
+            stopped_and_stored, timeout_s=90, interval_s=0.5,
+            what="the job stopped and its savepoint stored",
+        )  # fmt: skip

@@ -22,7 +22,9 @@ from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
-from sluicegate.operators.storage import open_storage
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.storage import NotFoundError, open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 from sluicegate.testing import word_count
 from tests.unit.coordinator.httpapi.test_app import FakeView
 from tests.unit.coordinator.httpapi.test_savepoint_routes import FakeView as FakeSavepoints
@@ -61,7 +63,50 @@ class FakeDesk(AgentDesk):
         self.waits = False
 
 
-def app_with(tokens: ApiTokens | None, desk: FakeDesk) -> FastAPI:
+class FakeManifests:
+    """Checkpoint 6's manifest, with a hostile subtask name; no other."""
+
+    async def load(self, checkpoint_id: int) -> CheckpointManifest:
+        if checkpoint_id != 6:
+            raise NotFoundError(f"checkpoints/{checkpoint_id}/manifest.json")
+        return manifest(6)
+
+
+def manifest(checkpoint_id: int) -> CheckpointManifest:
+    def snapshot(files: int, uploaded: int, segments: int) -> SubtaskSnapshot:
+        def file(name: str) -> SnapshotFile:
+            return SnapshotFile(name=name, path=f"state/{name}", size=100, sha256="0" * 64)
+
+        handle = StateHandle(
+            checkpoint_id=checkpoint_id - (1 if segments else 0),
+            files=tuple(file(f"{n:06}.sst") for n in range(files)),
+            full_bytes=100 * files,
+            uploaded_bytes=uploaded,
+            changelog=tuple(file(f"changelog-{n:012}") for n in range(segments)),
+        )
+        return SubtaskSnapshot(
+            positions={}, handle=handle, alignment_seconds=0.25, sync_seconds=0.5,
+            async_seconds=1.5,
+        )  # fmt: skip
+
+    return CheckpointManifest(
+        pipeline="p",
+        checkpoint_id=checkpoint_id,
+        attempt=2,
+        completed_at=1_700_000_010.0,
+        triggered_at=1_700_000_008.0,
+        subtasks={
+            "counter#0": snapshot(2, 200, 0),
+            "counter#1": snapshot(2, 100, 0),
+            "counter#2": snapshot(2, 0, 3),
+            HOSTILE: snapshot(0, 0, 0),
+        },
+    )
+
+
+def app_with(
+    tokens: ApiTokens | None, desk: FakeDesk, savepoints: FakeSavepoints | None = None
+) -> FastAPI:
     service = Coordinator(
         word_count(uuid.uuid4().hex[:8]),
         bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
@@ -69,7 +114,9 @@ def app_with(tokens: ApiTokens | None, desk: FakeDesk) -> FastAPI:
         settings=CoordinatorSettings(),
     )
     app = create_app(FakeView(), CollectorRegistry(), tokens=tokens, console_prefix="/console/")
-    job = ConsoleJob(FakeView(), FakeSavepoints(), service.facts, service.graph)
+    job = ConsoleJob(
+        FakeView(), savepoints or FakeSavepoints(), service.facts, service.graph, FakeManifests()
+    )
     app.include_router(console_router(job, desk, tokens=tokens, clock=lambda: 160.0))
     return app
 
