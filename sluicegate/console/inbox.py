@@ -19,6 +19,7 @@ from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.history.events import RunHistory, RunSummary
 from sluicegate.agents.messages import ApprovalDecision
 from sluicegate.agents.runs.directory import RunDirectory
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["AgentDesk", "RunPage", "WaitingCall"]
@@ -90,15 +91,18 @@ class AgentDesk:
                 )
         return sorted(found, key=lambda c: (c.asked_at or 0.0, c.agent, c.run_id))
 
-    async def runs(self, agent: str, *, status: str | None, offset: int, limit: int) -> RunPage:
-        """Runs of ``agent`` (of ``status``, if given), ``limit`` from ``offset``.
+    async def runs(
+        self, agent: str, *, where: RunFilter, now: float, offset: int, limit: int
+    ) -> RunPage:
+        """Runs of ``agent`` that ``where`` matches at unix time ``now``, ``limit`` from
+        ``offset``.
 
         Raises:
             KeyError: no such agent.
             EventsUnavailableError: its events topic cannot be read now.
         """
         runs = await self._histories[agent].runs(limit=_RUNS_READ)
-        matched = [r for r in runs if status is None or r.status == status]
+        matched = [r for r in runs if where.matches(r, now)]
         return RunPage(tuple(matched[offset : offset + limit]), len(matched), offset)
 
     async def timeline(self, agent: str, run_id: str) -> list[dict[str, Any]]:

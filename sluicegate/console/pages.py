@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 from sluicegate.agents.history.events import RunSummary
 from sluicegate.console.inbox import RunPage, WaitingCall
@@ -27,6 +28,7 @@ from sluicegate.console.markup import (
     text,
     when,
 )
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
@@ -422,19 +424,22 @@ def _waiting_call(
 def runs_body(
     agents: Sequence[str],
     agent: str,
-    status: str | None,
+    where: RunFilter,
     page: RunPage,
     limit: int,
     *,
     prefix: str,
     statuses: Sequence[str],
+    problems: Sequence[str] = (),
 ) -> Safe:
-    """The Runs page: filters by agent and status (a GET form), one page of runs, paging."""
+    """The Runs page: filters by agent, status, age and a metadata field (a GET form), one
+    page of runs, paging that keeps the filters."""
     agent_options = join(tag("option", a, value=a, selected=a == agent) for a in agents)
     status_options = join(
         [tag("option", "any", value="")]
-        + [tag("option", s, value=s, selected=s == status) for s in statuses]
+        + [tag("option", s, value=s, selected=s == where.status) for s in statuses]
     )
+    query = where.query()
     filters = join(
         [
             Safe(f'<form method="get" action="{text(prefix)}runs" class="filters">'),
@@ -442,6 +447,16 @@ def runs_body(
             tag("select", agent_options, id="agent", name="agent"),
             tag("label", "Status", for_="status"),
             tag("select", status_options, id="status", name="status"),
+            tag("label", "Started within (hours)", for_="hours"),
+            Safe(
+                '<input type="number" id="hours" name="hours" min="0" step="any" size="6" '
+                f'value="{text(query.get("hours", ""))}">'
+            ),
+            tag("label", "Metadata (key=value)", for_="meta"),
+            Safe(
+                '<input type="text" id="meta" name="meta" maxlength="500" '
+                f'placeholder="tenant=acme" value="{text(query.get("meta", ""))}">'
+            ),
             tag("div", tag("button", "Show", type="submit"), class_="actions"),
             Safe("</form>"),
         ]
@@ -453,15 +468,15 @@ def runs_body(
         ["Run", "Status", "Step", "Events", "Started", "Updated", "Cost", "Goal"],
         rows,
     )
-    query = f"agent={agent}" + (f"&status={status}" if status else "")
     links: list[Safe] = []
     if page.offset > 0:
-        back = max(0, page.offset - limit)
-        links.append(tag("a", "Newer", href=f"{prefix}runs?{query}&offset={back}", rel="prev"))
+        back = urlencode({"agent": agent, **query, "offset": max(0, page.offset - limit)})
+        links.append(tag("a", "Newer", href=f"{prefix}runs?{back}", rel="prev"))
     if page.offset + len(page.runs) < page.matched:
-        ahead = page.offset + limit
-        links.append(tag("a", "Older", href=f"{prefix}runs?{query}&offset={ahead}", rel="next"))
-    return join([filters, listing, tag("nav", join(links, " · "), aria_label="Pages")])
+        ahead = urlencode({"agent": agent, **query, "offset": page.offset + limit})
+        links.append(tag("a", "Older", href=f"{prefix}runs?{ahead}", rel="next"))
+    mistakes = [notice(problem, error=True) for problem in problems]
+    return join([*mistakes, filters, listing, tag("nav", join(links, " · "), aria_label="Pages")])
 
 
 def _run_row(run: RunSummary, agent: str, prefix: str) -> tuple[object, ...]:

@@ -13,7 +13,7 @@
     POST /console/savepoints/stop      stop the job with a savepoint, confirmed (operate)
     GET  /console/approvals            the Approvals inbox (read; forms with approve)
     POST /console/approvals/{agent}/{run}   approve or reject, with a reason (approve)
-    GET  /console/runs[?agent&status&offset]   runs, paged and filtered here (read)
+    GET  /console/runs[?agent&status&hours&meta&offset]   runs, filtered here, paged (read)
     GET  /console/runs/{agent}/{run}   a run's timeline (read)
     GET  /console/console.css          the stylesheet
 
@@ -54,6 +54,7 @@ from sluicegate.agents.runs.state import RunStatus
 from sluicegate.console import checkpoint_pages, pages
 from sluicegate.console.inbox import AgentDesk
 from sluicegate.console.markup import Safe, frame
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.auth import UNAUTHENTICATED, ApiTokens, Scope, is_loopback
 from sluicegate.coordinator.httpapi.savepoints import SavepointView
@@ -427,6 +428,8 @@ def console_router(
         request: Request,
         agent: str | None = None,
         status: str | None = None,
+        hours: str | None = None,
+        meta: Annotated[str | None, Query(max_length=500)] = None,
         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     ) -> Response:
         session, instead, cookie = await page_session(request)
@@ -435,14 +438,19 @@ def console_router(
         if desk is None or not desk.agents:
             return refusal(404, "Runs", "This pipeline has no agents.", session)
         chosen = agent if agent in desk.agents else desk.agents[0]
-        wanted = status if status in {s.value for s in RunStatus} else None
+        statuses = [s.value for s in RunStatus]
+        where, problems = RunFilter.parse(
+            status=status, hours=hours, meta=meta, statuses=frozenset(statuses)
+        )
         try:
-            page = await desk.runs(chosen, status=wanted, offset=offset, limit=_PAGE_SIZE)
+            page = await desk.runs(
+                chosen, where=where, now=clock(), offset=offset, limit=_PAGE_SIZE
+            )
         except EventsUnavailableError as exc:
             return refusal(503, "Runs", f"{exc.message}. {exc.what_to_do}", session)
         body = pages.runs_body(
-            desk.agents, chosen, wanted, page, _PAGE_SIZE, prefix=PREFIX,
-            statuses=[s.value for s in RunStatus],
+            desk.agents, chosen, where, page, _PAGE_SIZE, prefix=PREFIX, statuses=statuses,
+            problems=problems,
         )  # fmt: skip
         return with_cookie(html("Runs", body, session, "runs"), request, cookie)
 

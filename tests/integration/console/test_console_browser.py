@@ -232,7 +232,11 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     tag = uuid.uuid4().hex[:6]
     first, second = f"console-{tag}-a", f"console-{tag}-b"
     tasks = [
-        TaskRequest(run_id=first, goal=f"{task_goal(f'ord-{tag}a', research=1)} {HOSTILE}"),
+        TaskRequest(
+            run_id=first,
+            goal=f"{task_goal(f'ord-{tag}a', research=1)} {HOSTILE}",
+            metadata={"tenant": f"acme-{tag}"},
+        ),
         TaskRequest(run_id=second, goal=task_goal(f"ord-{tag}b", research=1)),
     ]
     console.run(submit_tasks(console.bootstrap, console.topics.tasks, tasks))
@@ -290,6 +294,14 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     shot(browser, "run")
     browser.get(f"{url}/console/runs?agent=refund-desk")
     assert first in browser.find_element(By.TAG_NAME, "main").text
+    # Filtered on the server by age and a metadata field, through the page's form.
+    browser.find_element(By.ID, "hours").send_keys("1")
+    browser.find_element(By.ID, "meta").send_keys(f"tenant=acme-{tag}")
+    browser.find_element(By.XPATH, "//button[text()='Show']").click()
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert first in main
+    assert second not in main
+    assert "of 1," in main
     shot(browser, "runs")
 
     # Another origin's page, in the same browser with the session cookie: refused.

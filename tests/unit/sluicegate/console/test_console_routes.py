@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -105,7 +105,10 @@ def manifest(checkpoint_id: int) -> CheckpointManifest:
 
 
 def app_with(
-    tokens: ApiTokens | None, desk: FakeDesk, savepoints: FakeSavepoints | None = None
+    tokens: ApiTokens | None,
+    desk: FakeDesk,
+    savepoints: FakeSavepoints | None = None,
+    clock: Callable[[], float] = lambda: 160.0,
 ) -> FastAPI:
     service = Coordinator(
         word_count(uuid.uuid4().hex[:8]),
@@ -117,7 +120,7 @@ def app_with(
     job = ConsoleJob(
         FakeView(), savepoints or FakeSavepoints(), service.facts, service.graph, FakeManifests()
     )
-    app.include_router(console_router(job, desk, tokens=tokens, clock=lambda: 160.0))
+    app.include_router(console_router(job, desk, tokens=tokens, clock=clock))
     return app
 
 
