@@ -14,7 +14,9 @@
     GET  /console/approvals            the Approvals inbox (read; forms with approve)
     POST /console/approvals/{agent}/{run}   approve or reject, with a reason (approve)
     GET  /console/runs[?agent&status&hours&meta&offset]   runs, filtered here, paged (read)
-    GET  /console/runs/{agent}/{run}   a run's timeline (read)
+    GET  /console/runs/{agent}/{run}   a run's timeline (read; with operate, fork or roll back)
+    GET  /console/runs/{agent}/{run}/act?action&step   what a fork or rollback does (operate)
+    POST /console/runs/{agent}/{run}/fork|rollback     fork or roll back, confirmed (operate)
     GET  /console/console.css          the stylesheet
 
 Who may do what is the API's tokens and scopes (`coordinator.httpapi.auth`), checked on every
@@ -47,13 +49,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sluicegate.agents.exceptions import (
     DecisionRefusedError,
     EventsUnavailableError,
+    ForkRefusedError,
     HistoryError,
     UnknownRunError,
 )
 from sluicegate.agents.runs.state import RunStatus
-from sluicegate.console import checkpoint_pages, pages
+from sluicegate.console import checkpoint_pages, pages, run_actions
 from sluicegate.console.inbox import AgentDesk
-from sluicegate.console.markup import Safe, frame
+from sluicegate.console.markup import Safe, frame, join
 from sluicegate.console.run_filter import RunFilter
 from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.auth import UNAUTHENTICATED, ApiTokens, Scope, is_loopback
@@ -468,7 +471,70 @@ def console_router(
         except (HistoryError, EventsUnavailableError, SluicegateError) as exc:
             return refusal(503, "Run", str(exc), session)
         body = pages.run_body(agent, run_id, events)
-        return with_cookie(html(f"Run {run_id}", body, session, "runs"), request, cookie)
+        parts = [notice_of(session), body]
+        if Scope.OPERATE in session.principal.scopes:
+            steps = run_actions.steps_of(events)
+            parts.append(run_actions.actions_form(agent, run_id, steps, prefix=PREFIX))
+        page = html(f"Run {run_id}", join(parts), session, "runs")
+        return with_cookie(page, request, cookie)
+
+    def notice_of(session: Session) -> Safe:
+        return pages.notice(message_of(session))
+
+    @router.get(PREFIX + "runs/{agent}/{run_id}/act")
+    async def run_action_confirmation(
+        request: Request,
+        agent: str,
+        run_id: str,
+        action: str = "",
+        step: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    ) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        if Scope.OPERATE not in session.principal.scopes:
+            message = f"The token of {session.principal.name!r} lacks the scope 'operate'."
+            return refusal(403, "Not allowed", message, session)
+        if desk is None or agent not in desk.agents or action not in run_actions.ACTIONS:
+            return refusal(404, "Not found", "No such agent or action.", session)
+        title = f"{'Fork' if action == 'fork' else 'Roll back'} run {run_id} from step {step}"
+        body = run_actions.confirmation_body(
+            agent, run_id, action, step, csrf=session.csrf_token, prefix=PREFIX
+        )
+        return with_cookie(html(title, body, session, "runs"), request, cookie)
+
+    @router.post(PREFIX + "runs/{agent}/{run_id}/{action}")
+    async def run_action(request: Request, agent: str, run_id: str, action: str) -> Response:
+        session, form, refused = await posted(request, Scope.OPERATE)
+        if refused is not None or session is None:
+            return refused or refusal(401, "Signed out", "Sign in first.", None)
+        if desk is None or agent not in desk.agents or action not in run_actions.ACTIONS:
+            return refusal(404, "Not found", "No such agent or action.", session)
+        raw_step = form.get("step", "")
+        if form.get("confirm") != "yes" or not raw_step.isdigit() or int(raw_step) > 1_000_000:
+            message = "Nothing was done: confirm on the page that says what will happen."
+            return refusal(400, "Not confirmed", message, session)
+        step, by = int(raw_step), session.principal.name
+        back = f"runs/{agent}/{run_id}"  # the fork's own page exists once the agent starts it
+        try:
+            if action == "fork":
+                fork = await desk.fork(agent, run_id, from_step=step, by=by)
+                done = f"Fork {fork.run_id} of run {run_id} after step {step} requested by {by}."
+            else:
+                reason = form.get("reason", "").strip()[:2000] or None
+                await desk.rollback(agent, run_id, to_step=step, by=by, reason=reason)
+                done = f"Rollback of run {run_id} to step {step} requested by {by}."
+        except (DecisionRefusedError, ForkRefusedError, HistoryError) as exc:
+            return after(session, f"runs/{agent}/{run_id}", f"Nothing done: {exc.message}")
+        except EventsUnavailableError as exc:
+            return after(session, f"runs/{agent}/{run_id}", f"Nothing done: {exc.message}")
+        except ValueError as exc:  # a run id the command model refuses
+            return refusal(400, "Refused", str(exc), session)
+        logger.info(
+            "run %s requested in the console", action,
+            extra={"agent": agent, "run_id": run_id, "step": step, "principal": by},
+        )  # fmt: skip
+        return after(session, back, done)
 
     return router
 

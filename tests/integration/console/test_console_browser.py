@@ -30,6 +30,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -218,6 +219,19 @@ def sign_in(driver: WebDriver, url: str, token: str) -> None:
     )
 
 
+def shows(driver: WebDriver, text: str, timeout_s: float = 10) -> None:
+    """Wait until the page shows ``text``: a click on a form's button returns before the page
+    it leads to has replaced the old one, whose elements then go stale."""
+
+    def shown() -> bool:
+        try:
+            return text in driver.find_element(By.TAG_NAME, "main").text
+        except StaleElementReferenceException:
+            return False
+
+    wait_for_sync(shown, timeout_s=timeout_s, interval_s=0.1, what=f"{text!r} on the page")
+
+
 def reload_until(driver: WebDriver, url: str, text: str, timeout_s: float) -> None:
     def shown() -> bool:
         driver.get(url)
@@ -255,18 +269,18 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
 
     # Checkpoints: the history, and a savepoint created from the page and listed.
     browser.find_element(By.LINK_TEXT, "Checkpoints").click()
-    assert "completed" in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, "completed")
     browser.find_element(By.ID, "savepoint-name").send_keys(f"sp-{tag}")
     browser.find_element(By.XPATH, "//button[text()='Create savepoint']").click()
-    assert f"Savepoint sp-{tag} requested" in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, f"Savepoint sp-{tag} requested")
     reload_until(browser, f"{url}/console/checkpoints", "stored", timeout_s=60)
     assert f"sp-{tag}" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "checkpoints")
 
     # A completed checkpoint's detail, from its link in the history: a row per subtask.
     browser.find_element(By.XPATH, "//table//a[contains(@href, '/console/checkpoints/')]").click()
+    shows(browser, "Per subtask")
     main = browser.find_element(By.TAG_NAME, "main").text
-    assert "Per subtask" in main
     assert "refund-desk#0" in main
     assert re.search(r"\b(full|incremental|changelog|empty)\b", main)
     shot(browser, "checkpoint")
@@ -284,7 +298,7 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     form = browser.find_element(By.XPATH, f"//form[contains(@action, '/{first}')]")
     form.find_element(By.TAG_NAME, "textarea").send_keys("customer verified")
     form.find_element(By.XPATH, ".//button[@value='approve']").click()
-    assert f"Run {first}: approved by ann." in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, f"Run {first}: approved by ann.")
     wait_for_sync(
         lambda: console.status_of(first) == "done", timeout_s=60, interval_s=0.5,
         what=f"{first} done",
@@ -292,16 +306,29 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     reload_until(browser, f"{url}/console/runs/refund-desk/{first}", "approved by ann", 30)
     assert "customer verified" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "run")
+    # Fork it after step 1, behind the confirmation page; the fork runs as its own.
+    browser.find_element(By.CSS_SELECTOR, "#step option[value='1']").click()
+    browser.find_element(By.XPATH, "//button[@value='fork']").click()
+    shows(browser, f"starts from the state of run {first} after step 1")
+    shot(browser, "fork")
+    browser.find_element(By.XPATH, "//button[text()='Fork the run']").click()
+    shows(browser, "requested by ann.")
+    notice = browser.find_element(By.CSS_SELECTOR, "main .notice").text
+    forked = re.search(r"Fork (\S+) of run", notice)
+    assert forked is not None, notice
+    assert notice.endswith("requested by ann.")
+    reload_until(browser, f"{url}/console/runs/refund-desk/{forked.group(1)}", "forked", 60)
     browser.get(f"{url}/console/runs?agent=refund-desk")
     assert first in browser.find_element(By.TAG_NAME, "main").text
     # Filtered on the server by age and a metadata field, through the page's form.
     browser.find_element(By.ID, "hours").send_keys("1")
     browser.find_element(By.ID, "meta").send_keys(f"tenant=acme-{tag}")
     browser.find_element(By.XPATH, "//button[text()='Show']").click()
+    shows(browser, "of 2,")  # the run and its fork, which carries its metadata
     main = browser.find_element(By.TAG_NAME, "main").text
     assert first in main
+    assert forked.group(1) in main
     assert second not in main
-    assert "of 1," in main
     shot(browser, "runs")
 
     # Another origin's page, in the same browser with the session cookie: refused.
@@ -339,13 +366,12 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     browser.get(f"{url}/console/checkpoints")
     browser.find_element(By.ID, "stop-name").send_keys(f"final-{tag}")
     browser.find_element(By.XPATH, "//button[starts-with(text(), 'Stop the job')]").click()
+    shows(browser, "Every subtask of")
     main = browser.find_element(By.TAG_NAME, "main").text
-    assert "Every subtask of" in main
     assert f"A savepoint named final-{tag}" in main
     shot(browser, "stop")
     browser.find_element(By.XPATH, "//button[text()='Stop the job with a savepoint']").click()
-    main = browser.find_element(By.TAG_NAME, "main").text
-    assert f"Stopping the job with savepoint final-{tag}" in main
+    shows(browser, f"Stopping the job with savepoint final-{tag}")
     bearer = {"Authorization": f"Bearer {ANN}"}
     with httpx.Client(base_url=url, headers=bearer) as client:
 
