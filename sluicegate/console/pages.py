@@ -339,16 +339,40 @@ def approvals_body(
     prefix: str,
     message: str | None,
     error: str | None,
+    watch_seconds: int | None = None,
 ) -> Safe:
     """The Approvals inbox: every waiting call, its run, tool, arguments, how long it waited,
-    and (with the approve scope) a decision form with a reason."""
+    and (with the approve scope) a decision form with a reason. ``watch_seconds``: the page
+    reloads itself that often (said, with a link to stop, as a reload clears a reason being
+    typed)."""
     intro = tag(
         "p",
         f"{len(waiting)} call(s) wait for a person, the longest waiting first. A decision is "
         "recorded under your name.",
         class_="muted",
     )
-    refresh = tag("p", tag("a", "Refresh", href=f"{prefix}approvals"))
+    if watch_seconds:
+        refresh = tag(
+            "p",
+            join(
+                [
+                    f"Watching: this page reloads every {watch_seconds} s (a reason being typed "
+                    "is lost when it does). ",
+                    tag("a", "Stop watching", href=f"{prefix}approvals"),
+                ]
+            ),
+        )
+    else:
+        refresh = tag(
+            "p",
+            join(
+                [
+                    tag("a", "Refresh", href=f"{prefix}approvals"),
+                    " · ",
+                    tag("a", "Watch for new requests", href=f"{prefix}approvals?watch=1"),
+                ]
+            ),
+        )
     calls = [_waiting_call(call, now, can_approve, csrf, prefix) for call in waiting]
     return join([notice(error, error=True), notice(message), intro, refresh, *calls])
 

@@ -11,7 +11,8 @@
     POST /console/savepoints           create a savepoint (operate)
     GET  /console/savepoints/stop[?name]   what a stop-with-savepoint does, to confirm (operate)
     POST /console/savepoints/stop      stop the job with a savepoint, confirmed (operate)
-    GET  /console/approvals            the Approvals inbox (read; forms with approve)
+    GET  /console/approvals[?watch=1]  the Approvals inbox (read; forms with approve; watched:
+                                       it reloads every WATCH_SECONDS)
     POST /console/approvals/{agent}/{run}   approve or reject, with a reason (approve)
     GET  /console/runs[?agent&status&hours&meta&offset]   runs, filtered here, paged (read)
     GET  /console/runs/{agent}/{run}   a run's timeline (read; with operate, fork or roll back)
@@ -69,7 +70,7 @@ from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
 from sluicegate.operators.storage import NotFoundError
 from sluicegate.operators.storage.manifest import CheckpointManifest
 
-__all__ = ["COOKIE", "PREFIX", "ConsoleJob", "ManifestReader", "console_router"]
+__all__ = ["COOKIE", "PREFIX", "WATCH_SECONDS", "ConsoleJob", "ManifestReader", "console_router"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ PREFIX = "/console/"
 COOKIE = "sluicegate_console"
 _MAX_FORM_BYTES = 64 * 1024
 _PAGE_SIZE = 50
+WATCH_SECONDS = 15
+"""How often the inbox reloads itself when watched (``?watch=1``): polling, without a script."""
 _SAVEPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # as POST /savepoints
 _HEADERS = {
     "Content-Security-Policy": (
@@ -129,11 +132,19 @@ def console_router(
     stylesheet = files("sluicegate.console").joinpath("console.css").read_bytes()
 
     def html(
-        title: str, body: Safe, session: Session | None, active: str, status: int = 200
+        title: str,
+        body: Safe,
+        session: Session | None,
+        active: str,
+        status: int = 200,
+        refresh_seconds: int | None = None,
     ) -> HTMLResponse:
         who = None if session is None or tokens is None else session.principal.name
         csrf = None if session is None else session.csrf_token
-        content = frame(title, body, active=active, prefix=PREFIX, who=who, csrf=csrf, pages=pages_)
+        content = frame(
+            title, body, active=active, prefix=PREFIX, who=who, csrf=csrf, pages=pages_,
+            refresh_seconds=refresh_seconds,
+        )  # fmt: skip
         return HTMLResponse(content, status_code=status, headers=_HEADERS)
 
     def refusal(status: int, title: str, message: str, session: Session | None) -> HTMLResponse:
@@ -379,7 +390,7 @@ def console_router(
         return after(session, "checkpoints", message)
 
     @router.get(PREFIX + "approvals")
-    async def approvals_page(request: Request) -> Response:
+    async def approvals_page(request: Request, watch: bool = False) -> Response:
         session, instead, cookie = await page_session(request)
         if instead is not None or session is None:
             return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
@@ -396,8 +407,11 @@ def console_router(
             prefix=PREFIX,
             message=message_of(session),
             error=error,
+            watch_seconds=WATCH_SECONDS if watch else None,
         )
-        return with_cookie(html("Approvals", body, session, "approvals"), request, cookie)
+        refresh = WATCH_SECONDS if watch else None
+        page = html("Approvals", body, session, "approvals", refresh_seconds=refresh)
+        return with_cookie(page, request, cookie)
 
     @router.post(PREFIX + "approvals/{agent}/{run_id}")
     async def decide(request: Request, agent: str, run_id: str) -> Response:

@@ -41,6 +41,7 @@ from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.history.events import RunHistory
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.cli.api_app import coordinator_app
+from sluicegate.console.routes import WATCH_SECONDS
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from sluicegate.coordinator.httpapi.server import ApiServer, serve
 from sluicegate.coordinator.service import Coordinator
@@ -293,6 +294,16 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     assert browser.find_elements(By.TAG_NAME, "script") == []
     assert browser.title != "owned"
     shot(browser, "approvals")
+
+    # Watched, the inbox reloads itself (a meta refresh: the page has no script).
+    browser.get(f"{inbox}?watch=1")
+    loaded = browser.execute_script("return performance.timeOrigin")
+    wait_for_sync(
+        lambda: browser.execute_script("return performance.timeOrigin") != loaded,
+        timeout_s=WATCH_SECONDS + 15, interval_s=0.5, what="the watched inbox reloading itself",
+    )  # fmt: skip
+    shows(browser, f"send_email for run {first}")
+    browser.get(inbox)
 
     # Approve the first, with a reason, from the keyboard-reachable form.
     form = browser.find_element(By.XPATH, f"//form[contains(@action, '/{first}')]")

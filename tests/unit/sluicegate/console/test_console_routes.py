@@ -18,6 +18,7 @@ from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.exceptions import RunNotWaitingError
 from sluicegate.console import COOKIE, AgentDesk, ConsoleJob, console_router
 from sluicegate.console.inbox import WaitingCall
+from sluicegate.console.routes import WATCH_SECONDS
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from sluicegate.coordinator.service import Coordinator
@@ -287,3 +288,17 @@ async def test_with_auth_off_the_console_answers_only_on_loopback(desk: FakeDesk
     for base in ("http://rebound.example", "http://rebound.example:8470", "http://10.0.0.5"):
         async with httpx.AsyncClient(transport=transport, base_url=base) as client:
             assert (await client.get("/console/approvals")).status_code == 403, base
+
+
+async def test_a_watched_inbox_reloads_itself_without_a_script(browser: httpx.AsyncClient) -> None:
+    await sign_in(browser, RITA)
+    plain = await browser.get("/console/approvals")
+    assert 'http-equiv="refresh"' not in plain.text
+    assert 'href="/console/approvals?watch=1"' in plain.text
+    watched = await browser.get("/console/approvals", params={"watch": "1"})
+    assert f'<meta http-equiv="refresh" content="{WATCH_SECONDS}">' in watched.text
+    assert "Stop watching" in watched.text
+    assert "<script" not in watched.text
+    assert "script-src" not in watched.headers["content-security-policy"]  # default-src 'none'
+    job = await browser.get("/console/job", params={"watch": "1"})
+    assert 'http-equiv="refresh"' not in job.text  # the inbox only
