@@ -50,6 +50,8 @@ class RunSummary:
     cost_usd: float = 0.0
     waiting: Event | None = None
     """The latest event when it is an ``approval_requested`` one: the call a person decides."""
+    metadata: dict[str, Any] | None = None
+    """The task's metadata, as its ``started`` (or ``forked``) event recorded it."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,6 +112,8 @@ class RunHistory:
                 summary.started_at = _number(event.get("at"))
                 goal = event.get("goal")
                 summary.goal = goal[:200] if isinstance(goal, str) else None
+                metadata = event.get("metadata")
+                summary.metadata = metadata if isinstance(metadata, dict) else None
                 origin = event.get("forked_from")
                 if isinstance(origin, dict):
                     summary.forked_from = {

@@ -17,6 +17,7 @@ from sluicegate.coordinator.httpapi.savepoints import savepoints_router
 from sluicegate.coordinator.savepoints.view import CoordinatorSavepoints
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.status import CoordinatorStatus
+from sluicegate.operators.storage.manifest import ManifestStore
 
 __all__ = ["coordinator_app"]
 
@@ -39,7 +40,8 @@ def coordinator_app(
             )
         )
         app.include_router(rollback_router(service.kafka, agents, operator=operator))
-    job = ConsoleJob(status, savepoints, service.facts, service.graph)
+    manifests = ManifestStore(service.storage)
+    job = ConsoleJob(status, savepoints, service.facts, service.graph, manifests)
     desk = AgentDesk(service.kafka, agents) if agents else None
     app.include_router(console_router(job, desk, tokens=tokens))
     return app

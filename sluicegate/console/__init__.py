@@ -2,8 +2,9 @@
 coordinator's HTTP API under ``/console/`` (docs/console.md).
 
 Application code (it reads the coordinator and the agents): `routes` mounts the pages,
-`pages` renders them from the API's own values, `markup` escapes every value they show,
-`inbox` is what they read and write of the agents.
+`pages` and `checkpoint_pages` render them from the API's own values, `markup` escapes every
+value they show, `inbox` is what they read and write of the agents, `run_filter` which
+runs the Runs page lists.
 """
 
 from sluicegate.console.inbox import AgentDesk

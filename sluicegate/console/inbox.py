@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.client import send_decision
+from sluicegate.agents.client import request_fork, send_command, send_decision
 from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.exceptions import DecisionRefusedError, UnknownRunError
 from sluicegate.agents.history.events import RunHistory, RunSummary
-from sluicegate.agents.messages import ApprovalDecision
+from sluicegate.agents.messages import ApprovalDecision, ForkRun, RollbackRun
 from sluicegate.agents.runs.directory import RunDirectory
+from sluicegate.agents.runs.state import RunStatus
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["AgentDesk", "RunPage", "WaitingCall"]
@@ -90,15 +93,18 @@ class AgentDesk:
                 )
         return sorted(found, key=lambda c: (c.asked_at or 0.0, c.agent, c.run_id))
 
-    async def runs(self, agent: str, *, status: str | None, offset: int, limit: int) -> RunPage:
-        """Runs of ``agent`` (of ``status``, if given), ``limit`` from ``offset``.
+    async def runs(
+        self, agent: str, *, where: RunFilter, now: float, offset: int, limit: int
+    ) -> RunPage:
+        """Runs of ``agent`` that ``where`` matches at unix time ``now``, ``limit`` from
+        ``offset``.
 
         Raises:
             KeyError: no such agent.
             EventsUnavailableError: its events topic cannot be read now.
         """
         runs = await self._histories[agent].runs(limit=_RUNS_READ)
-        matched = [r for r in runs if status is None or r.status == status]
+        matched = [r for r in runs if where.matches(r, now)]
         return RunPage(tuple(matched[offset : offset + limit]), len(matched), offset)
 
     async def timeline(self, agent: str, run_id: str) -> list[dict[str, Any]]:
@@ -126,3 +132,39 @@ class AgentDesk:
             run_id=run_id, approved=approved, call_id=call_id, by=by, reason=reason
         )
         await send_decision(self._bootstrap, topics.approvals, decision)
+
+    async def fork(self, agent: str, run_id: str, *, from_step: int, by: str) -> ForkRun:
+        """Fork the run after ``from_step`` in the name of ``by``, exactly as
+        ``POST /agents/{agent}/runs/{run}/fork`` without a patch does (`request_fork`).
+
+        Raises:
+            KeyError: no such agent.
+            UnknownRunError, EventsUnavailableError, HistoryError, ForkRefusedError: nothing
+                was written.
+        """
+        history, approvals = self._histories[agent], self._topics[agent].approvals
+        return await request_fork(history, approvals, run_id, from_step, by=by)
+
+    async def rollback(
+        self, agent: str, run_id: str, *, to_step: int, by: str, reason: str | None
+    ) -> None:
+        """Undo the effects of the run's steps after ``to_step``, in the name of ``by``, with
+        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` (without ``force``): the
+        run exists and is not being rolled back already.
+
+        Raises:
+            KeyError: no such agent.
+            UnknownRunError, DecisionRefusedError: refused, nothing was written.
+            EventsUnavailableError: the events topic cannot be read now.
+        """
+        topics = self._topics[agent]
+        command = RollbackRun(run_id=run_id, to_step=to_step, by=by, reason=reason)
+        seen = await self._directories[agent].lookup(run_id)
+        if seen is None:
+            raise UnknownRunError(agent, run_id, topics.events)
+        if seen.status == RunStatus.ROLLING_BACK.value:
+            raise DecisionRefusedError(
+                agent, run_id, f"run {run_id!r} is being rolled back already",
+                "wait until it is rolled_back (or waits for you), then roll back further",
+            )  # fmt: skip
+        await send_command(self._bootstrap, topics.approvals, command)

@@ -122,9 +122,12 @@ def frame(
     who: str | None,
     csrf: str | None,
     pages: Sequence[tuple[str, str]],
+    refresh_seconds: int | None = None,
 ) -> str:
     """A whole page: the skip link, the navigation (``pages``: path, label), who is signed
-    in with a sign-out button, then ``body`` under an ``<h1>`` of ``title``."""
+    in with a sign-out button, then ``body`` under an ``<h1>`` of ``title``; with
+    ``refresh_seconds``, the browser reloads it that often (a ``<meta http-equiv="refresh">``:
+    no script)."""
     links = join(
         tag(
             "li",
@@ -165,6 +168,9 @@ def frame(
             Safe('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             tag("title", f"{title} · sluicegate console"),
             Safe(f'<link rel="stylesheet" href="{text(prefix)}console.css">'),
+            Safe(f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">')
+            if refresh_seconds
+            else Safe(""),
         ]
     )
     skip = tag("a", "Skip to content", href="#main", class_="skip")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 from sluicegate.agents.history.events import RunSummary
 from sluicegate.console.inbox import RunPage, WaitingCall
@@ -27,6 +28,7 @@ from sluicegate.console.markup import (
     text,
     when,
 )
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
@@ -244,7 +246,9 @@ def checkpoints_body(
         ],
         [
             (
-                c.checkpoint_id,
+                tag("a", c.checkpoint_id, href=f"{prefix}checkpoints/{c.checkpoint_id}")
+                if c.status.value == "completed"
+                else c.checkpoint_id,
                 tag("span", c.status.value, class_=_status_class(c.status.value)),
                 c.attempt,
                 when(c.triggered_at),
@@ -290,12 +294,26 @@ def checkpoints_body(
                 ),
                 tag("div", tag("button", "Create savepoint", type="submit"), class_="actions"),
                 Safe("</form>"),
+                # A GET: it only opens the page that says what stopping does, and asks again.
+                Safe(f'<form method="get" action="{text(prefix)}savepoints/stop">'),
+                tag("label", "Savepoint name for the stop (optional)", for_="stop-name"),
+                Safe(
+                    '<input type="text" id="stop-name" name="name" maxlength="200" '
+                    'pattern="[A-Za-z0-9._-]+" title="letters, digits, dot, dash, underscore">'
+                ),
+                tag(
+                    "div",
+                    tag("button", "Stop the job with a savepoint…", type="submit", class_="danger"),
+                    class_="actions",
+                ),
+                Safe("</form>"),
             ]
         )
     note = tag(
         "p",
         f"{len(in_flight)} in flight. Durations are trigger to completion; alignment, sync "
-        "and async are the slowest subtask's.",
+        "and async are the slowest subtask's. A completed checkpoint's id opens its detail "
+        "per subtask.",
         class_="muted",
     )
     return join(
@@ -321,16 +339,40 @@ def approvals_body(
     prefix: str,
     message: str | None,
     error: str | None,
+    watch_seconds: int | None = None,
 ) -> Safe:
     """The Approvals inbox: every waiting call, its run, tool, arguments, how long it waited,
-    and (with the approve scope) a decision form with a reason."""
+    and (with the approve scope) a decision form with a reason. ``watch_seconds``: the page
+    reloads itself that often (said, with a link to stop, as a reload clears a reason being
+    typed)."""
     intro = tag(
         "p",
         f"{len(waiting)} call(s) wait for a person, the longest waiting first. A decision is "
         "recorded under your name.",
         class_="muted",
     )
-    refresh = tag("p", tag("a", "Refresh", href=f"{prefix}approvals"))
+    if watch_seconds:
+        refresh = tag(
+            "p",
+            join(
+                [
+                    f"Watching: this page reloads every {watch_seconds} s (a reason being typed "
+                    "is lost when it does). ",
+                    tag("a", "Stop watching", href=f"{prefix}approvals"),
+                ]
+            ),
+        )
+    else:
+        refresh = tag(
+            "p",
+            join(
+                [
+                    tag("a", "Refresh", href=f"{prefix}approvals"),
+                    " · ",
+                    tag("a", "Watch for new requests", href=f"{prefix}approvals?watch=1"),
+                ]
+            ),
+        )
     calls = [_waiting_call(call, now, can_approve, csrf, prefix) for call in waiting]
     return join([notice(error, error=True), notice(message), intro, refresh, *calls])
 
@@ -406,19 +448,22 @@ def _waiting_call(
 def runs_body(
     agents: Sequence[str],
     agent: str,
-    status: str | None,
+    where: RunFilter,
     page: RunPage,
     limit: int,
     *,
     prefix: str,
     statuses: Sequence[str],
+    problems: Sequence[str] = (),
 ) -> Safe:
-    """The Runs page: filters by agent and status (a GET form), one page of runs, paging."""
+    """The Runs page: filters by agent, status, age and a metadata field (a GET form), one
+    page of runs, paging that keeps the filters."""
     agent_options = join(tag("option", a, value=a, selected=a == agent) for a in agents)
     status_options = join(
         [tag("option", "any", value="")]
-        + [tag("option", s, value=s, selected=s == status) for s in statuses]
+        + [tag("option", s, value=s, selected=s == where.status) for s in statuses]
     )
+    query = where.query()
     filters = join(
         [
             Safe(f'<form method="get" action="{text(prefix)}runs" class="filters">'),
@@ -426,6 +471,16 @@ def runs_body(
             tag("select", agent_options, id="agent", name="agent"),
             tag("label", "Status", for_="status"),
             tag("select", status_options, id="status", name="status"),
+            tag("label", "Started within (hours)", for_="hours"),
+            Safe(
+                '<input type="number" id="hours" name="hours" min="0" step="any" size="6" '
+                f'value="{text(query.get("hours", ""))}">'
+            ),
+            tag("label", "Metadata (key=value)", for_="meta"),
+            Safe(
+                '<input type="text" id="meta" name="meta" maxlength="500" '
+                f'placeholder="tenant=acme" value="{text(query.get("meta", ""))}">'
+            ),
             tag("div", tag("button", "Show", type="submit"), class_="actions"),
             Safe("</form>"),
         ]
@@ -437,15 +492,15 @@ def runs_body(
         ["Run", "Status", "Step", "Events", "Started", "Updated", "Cost", "Goal"],
         rows,
     )
-    query = f"agent={agent}" + (f"&status={status}" if status else "")
     links: list[Safe] = []
     if page.offset > 0:
-        back = max(0, page.offset - limit)
-        links.append(tag("a", "Newer", href=f"{prefix}runs?{query}&offset={back}", rel="prev"))
+        back = urlencode({"agent": agent, **query, "offset": max(0, page.offset - limit)})
+        links.append(tag("a", "Newer", href=f"{prefix}runs?{back}", rel="prev"))
     if page.offset + len(page.runs) < page.matched:
-        ahead = page.offset + limit
-        links.append(tag("a", "Older", href=f"{prefix}runs?{query}&offset={ahead}", rel="next"))
-    return join([filters, listing, tag("nav", join(links, " · "), aria_label="Pages")])
+        ahead = urlencode({"agent": agent, **query, "offset": page.offset + limit})
+        links.append(tag("a", "Older", href=f"{prefix}runs?{ahead}", rel="next"))
+    mistakes = [notice(problem, error=True) for problem in problems]
+    return join([*mistakes, filters, listing, tag("nav", join(links, " · "), aria_label="Pages")])
 
 
 def _run_row(run: RunSummary, agent: str, prefix: str) -> tuple[object, ...]:

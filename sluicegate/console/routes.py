@@ -7,11 +7,17 @@
     POST /console/sign-out             ends the session
     GET  /console/job                  the Job page (read)
     GET  /console/checkpoints          the Checkpoints page (read)
+    GET  /console/checkpoints/{id}     a completed checkpoint, per subtask (read)
     POST /console/savepoints           create a savepoint (operate)
-    GET  /console/approvals            the Approvals inbox (read; forms with approve)
+    GET  /console/savepoints/stop[?name]   what a stop-with-savepoint does, to confirm (operate)
+    POST /console/savepoints/stop      stop the job with a savepoint, confirmed (operate)
+    GET  /console/approvals[?watch=1]  the Approvals inbox (read; forms with approve; watched:
+                                       it reloads every WATCH_SECONDS)
     POST /console/approvals/{agent}/{run}   approve or reject, with a reason (approve)
-    GET  /console/runs[?agent&status&offset]   runs, paged and filtered here (read)
-    GET  /console/runs/{agent}/{run}   a run's timeline (read)
+    GET  /console/runs[?agent&status&hours&meta&offset]   runs, filtered here, paged (read)
+    GET  /console/runs/{agent}/{run}   a run's timeline (read; with operate, fork or roll back)
+    GET  /console/runs/{agent}/{run}/act?action&step   what a fork or rollback does (operate)
+    POST /console/runs/{agent}/{run}/fork|rollback     fork or roll back, confirmed (operate)
     GET  /console/console.css          the stylesheet
 
 Who may do what is the API's tokens and scopes (`coordinator.httpapi.auth`), checked on every
@@ -30,11 +36,12 @@ caching. Decisions reuse `AgentDesk.decide`: the checks and the write of the API
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Annotated
+from typing import Annotated, Protocol
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
@@ -43,13 +50,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sluicegate.agents.exceptions import (
     DecisionRefusedError,
     EventsUnavailableError,
+    ForkRefusedError,
     HistoryError,
     UnknownRunError,
 )
 from sluicegate.agents.runs.state import RunStatus
-from sluicegate.console import pages
+from sluicegate.console import checkpoint_pages, pages, run_actions
 from sluicegate.console.inbox import AgentDesk
-from sluicegate.console.markup import Safe, frame
+from sluicegate.console.markup import Safe, frame, join
+from sluicegate.console.run_filter import RunFilter
 from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.auth import UNAUTHENTICATED, ApiTokens, Scope, is_loopback
 from sluicegate.coordinator.httpapi.savepoints import SavepointView
@@ -58,8 +67,10 @@ from sluicegate.coordinator.httpapi.view import CoordinatorView
 from sluicegate.operators.exceptions import SluicegateError
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
+from sluicegate.operators.storage import NotFoundError
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
-__all__ = ["COOKIE", "PREFIX", "ConsoleJob", "console_router"]
+__all__ = ["COOKIE", "PREFIX", "WATCH_SECONDS", "ConsoleJob", "ManifestReader", "console_router"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +78,9 @@ PREFIX = "/console/"
 COOKIE = "sluicegate_console"
 _MAX_FORM_BYTES = 64 * 1024
 _PAGE_SIZE = 50
+WATCH_SECONDS = 15
+"""How often the inbox reloads itself when watched (``?watch=1``): polling, without a script."""
+_SAVEPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # as POST /savepoints
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -78,14 +92,25 @@ _HEADERS = {
 }
 
 
+class ManifestReader(Protocol):
+    """Reads a committed checkpoint's manifest (`ManifestStore` does)."""
+
+    async def load(self, checkpoint_id: int) -> CheckpointManifest:
+        """Raises `NotFoundError` when there is none (never completed, or retention removed
+        it)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleJob:
-    """What the console reads of the coordinator: the API's views, its facts and its graph."""
+    """What the console reads of the coordinator: the API's views, its facts, its graph and
+    its checkpoints' manifests."""
 
     view: CoordinatorView
     savepoints: SavepointView
     facts: Callable[[], CoordinatorFacts]
     graph: JobGraph
+    manifests: ManifestReader
 
 
 def console_router(
@@ -107,11 +132,19 @@ def console_router(
     stylesheet = files("sluicegate.console").joinpath("console.css").read_bytes()
 
     def html(
-        title: str, body: Safe, session: Session | None, active: str, status: int = 200
+        title: str,
+        body: Safe,
+        session: Session | None,
+        active: str,
+        status: int = 200,
+        refresh_seconds: int | None = None,
     ) -> HTMLResponse:
         who = None if session is None or tokens is None else session.principal.name
         csrf = None if session is None else session.csrf_token
-        content = frame(title, body, active=active, prefix=PREFIX, who=who, csrf=csrf, pages=pages_)
+        content = frame(
+            title, body, active=active, prefix=PREFIX, who=who, csrf=csrf, pages=pages_,
+            refresh_seconds=refresh_seconds,
+        )  # fmt: skip
         return HTMLResponse(content, status_code=status, headers=_HEADERS)
 
     def refusal(status: int, title: str, message: str, session: Session | None) -> HTMLResponse:
@@ -296,8 +329,68 @@ def console_router(
             session, "checkpoints", f"Savepoint {created.name} requested ({created.status})."
         )
 
+    @router.get(PREFIX + "checkpoints/{checkpoint_id}")
+    async def checkpoint_page(request: Request, checkpoint_id: int) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        title = f"Checkpoint {checkpoint_id}"
+        try:
+            manifest = await job.manifests.load(checkpoint_id)
+        except NotFoundError:
+            message = (
+                f"Checkpoint {checkpoint_id} has no manifest: it did not complete, or "
+                "retention has removed it."
+            )
+            return refusal(404, title, message, session)
+        body = checkpoint_pages.checkpoint_body(manifest)
+        return with_cookie(html(title, body, session, "checkpoints"), request, cookie)
+
+    def savepoint_name(raw: str | None) -> tuple[str | None, bool]:
+        """The name a form asked for (None: the default), and whether it is a valid one."""
+        name = (raw or "").strip() or None
+        return name, name is None or _SAVEPOINT_NAME.fullmatch(name) is not None
+
+    @router.get(PREFIX + "savepoints/stop")
+    async def stop_confirmation(request: Request, name: str | None = None) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        title = "Stop the job with a savepoint"
+        if Scope.OPERATE not in session.principal.scopes:
+            message = f"The token of {session.principal.name!r} lacks the scope 'operate'."
+            return refusal(403, "Not allowed", message, session)
+        wanted, valid = savepoint_name(name)
+        if not valid:
+            message = "A savepoint's name is letters, digits, dot, dash and underscore."
+            return refusal(400, title, message, session)
+        body = checkpoint_pages.stop_confirmation_body(
+            job.view.status().pipeline, wanted, csrf=session.csrf_token, prefix=PREFIX
+        )
+        return with_cookie(html(title, body, session, "checkpoints"), request, cookie)
+
+    @router.post(PREFIX + "savepoints/stop")
+    async def stop_with_savepoint(request: Request) -> Response:
+        session, form, refused = await posted(request, Scope.OPERATE)
+        if refused is not None or session is None:
+            return refused or refusal(401, "Signed out", "Sign in first.", None)
+        wanted, valid = savepoint_name(form.get("name"))
+        if form.get("confirm") != "stop" or not valid:
+            message = "Nothing was stopped: confirm on the page that says what will happen."
+            return refusal(400, "Not confirmed", message, session)
+        try:
+            created = await job.savepoints.create_savepoint(wanted, stop=True)
+        except SavepointRefusedError as exc:
+            return after(session, "checkpoints", f"Stop with savepoint refused: {exc}")
+        logger.info(
+            "stop with savepoint requested in the console",
+            extra={"savepoint": created.name, "principal": session.principal.name},
+        )
+        message = f"Stopping the job with savepoint {created.name} ({created.status})."
+        return after(session, "checkpoints", message)
+
     @router.get(PREFIX + "approvals")
-    async def approvals_page(request: Request) -> Response:
+    async def approvals_page(request: Request, watch: bool = False) -> Response:
         session, instead, cookie = await page_session(request)
         if instead is not None or session is None:
             return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
@@ -314,8 +407,11 @@ def console_router(
             prefix=PREFIX,
             message=message_of(session),
             error=error,
+            watch_seconds=WATCH_SECONDS if watch else None,
         )
-        return with_cookie(html("Approvals", body, session, "approvals"), request, cookie)
+        refresh = WATCH_SECONDS if watch else None
+        page = html("Approvals", body, session, "approvals", refresh_seconds=refresh)
+        return with_cookie(page, request, cookie)
 
     @router.post(PREFIX + "approvals/{agent}/{run_id}")
     async def decide(request: Request, agent: str, run_id: str) -> Response:
@@ -349,6 +445,8 @@ def console_router(
         request: Request,
         agent: str | None = None,
         status: str | None = None,
+        hours: str | None = None,
+        meta: Annotated[str | None, Query(max_length=500)] = None,
         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     ) -> Response:
         session, instead, cookie = await page_session(request)
@@ -357,14 +455,19 @@ def console_router(
         if desk is None or not desk.agents:
             return refusal(404, "Runs", "This pipeline has no agents.", session)
         chosen = agent if agent in desk.agents else desk.agents[0]
-        wanted = status if status in {s.value for s in RunStatus} else None
+        statuses = [s.value for s in RunStatus]
+        where, problems = RunFilter.parse(
+            status=status, hours=hours, meta=meta, statuses=frozenset(statuses)
+        )
         try:
-            page = await desk.runs(chosen, status=wanted, offset=offset, limit=_PAGE_SIZE)
+            page = await desk.runs(
+                chosen, where=where, now=clock(), offset=offset, limit=_PAGE_SIZE
+            )
         except EventsUnavailableError as exc:
             return refusal(503, "Runs", f"{exc.message}. {exc.what_to_do}", session)
         body = pages.runs_body(
-            desk.agents, chosen, wanted, page, _PAGE_SIZE, prefix=PREFIX,
-            statuses=[s.value for s in RunStatus],
+            desk.agents, chosen, where, page, _PAGE_SIZE, prefix=PREFIX, statuses=statuses,
+            problems=problems,
         )  # fmt: skip
         return with_cookie(html("Runs", body, session, "runs"), request, cookie)
 
@@ -382,7 +485,70 @@ def console_router(
         except (HistoryError, EventsUnavailableError, SluicegateError) as exc:
             return refusal(503, "Run", str(exc), session)
         body = pages.run_body(agent, run_id, events)
-        return with_cookie(html(f"Run {run_id}", body, session, "runs"), request, cookie)
+        parts = [notice_of(session), body]
+        if Scope.OPERATE in session.principal.scopes:
+            steps = run_actions.steps_of(events)
+            parts.append(run_actions.actions_form(agent, run_id, steps, prefix=PREFIX))
+        page = html(f"Run {run_id}", join(parts), session, "runs")
+        return with_cookie(page, request, cookie)
+
+    def notice_of(session: Session) -> Safe:
+        return pages.notice(message_of(session))
+
+    @router.get(PREFIX + "runs/{agent}/{run_id}/act")
+    async def run_action_confirmation(
+        request: Request,
+        agent: str,
+        run_id: str,
+        action: str = "",
+        step: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    ) -> Response:
+        session, instead, cookie = await page_session(request)
+        if instead is not None or session is None:
+            return instead or RedirectResponse(f"{PREFIX}sign-in", status_code=303)
+        if Scope.OPERATE not in session.principal.scopes:
+            message = f"The token of {session.principal.name!r} lacks the scope 'operate'."
+            return refusal(403, "Not allowed", message, session)
+        if desk is None or agent not in desk.agents or action not in run_actions.ACTIONS:
+            return refusal(404, "Not found", "No such agent or action.", session)
+        title = f"{'Fork' if action == 'fork' else 'Roll back'} run {run_id} from step {step}"
+        body = run_actions.confirmation_body(
+            agent, run_id, action, step, csrf=session.csrf_token, prefix=PREFIX
+        )
+        return with_cookie(html(title, body, session, "runs"), request, cookie)
+
+    @router.post(PREFIX + "runs/{agent}/{run_id}/{action}")
+    async def run_action(request: Request, agent: str, run_id: str, action: str) -> Response:
+        session, form, refused = await posted(request, Scope.OPERATE)
+        if refused is not None or session is None:
+            return refused or refusal(401, "Signed out", "Sign in first.", None)
+        if desk is None or agent not in desk.agents or action not in run_actions.ACTIONS:
+            return refusal(404, "Not found", "No such agent or action.", session)
+        raw_step = form.get("step", "")
+        if form.get("confirm") != "yes" or not raw_step.isdigit() or int(raw_step) > 1_000_000:
+            message = "Nothing was done: confirm on the page that says what will happen."
+            return refusal(400, "Not confirmed", message, session)
+        step, by = int(raw_step), session.principal.name
+        back = f"runs/{agent}/{run_id}"  # the fork's own page exists once the agent starts it
+        try:
+            if action == "fork":
+                fork = await desk.fork(agent, run_id, from_step=step, by=by)
+                done = f"Fork {fork.run_id} of run {run_id} after step {step} requested by {by}."
+            else:
+                reason = form.get("reason", "").strip()[:2000] or None
+                await desk.rollback(agent, run_id, to_step=step, by=by, reason=reason)
+                done = f"Rollback of run {run_id} to step {step} requested by {by}."
+        except (DecisionRefusedError, ForkRefusedError, HistoryError) as exc:
+            return after(session, f"runs/{agent}/{run_id}", f"Nothing done: {exc.message}")
+        except EventsUnavailableError as exc:
+            return after(session, f"runs/{agent}/{run_id}", f"Nothing done: {exc.message}")
+        except ValueError as exc:  # a run id the command model refuses
+            return refusal(400, "Refused", str(exc), session)
+        logger.info(
+            "run %s requested in the console", action,
+            extra={"agent": agent, "run_id": run_id, "step": step, "principal": by},
+        )  # fmt: skip
+        return after(session, back, done)
 
     return router
 

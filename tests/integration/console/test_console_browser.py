@@ -3,9 +3,10 @@ worker hosting the refund-desk agent and the session's broker: sign in; the Job 
 Checkpoints pages; a savepoint created from the page and listed; two runs reach their approval
 in the inbox; one is approved there and completes, its timeline naming the signed-in person; a
 page of another origin that auto-submits an approval fails; a read-only token sees no approve
-button and gets 403 posting anyway. Each page is saved as a PNG: into a temporary folder, or
-into docs/images/console-*.png with ``SLUICEGATE_UPDATE_SCREENSHOTS=1`` (`make screenshots`),
-so that a test run leaves the checkout as it was.
+button and gets 403 posting anyway; a checkpoint's detail per subtask; last, the job stopped
+with a savepoint from behind its confirmation page. Each page is saved as a PNG: into a
+temporary folder, or into docs/images/console-*.png with ``SLUICEGATE_UPDATE_SCREENSHOTS=1``
+(`make screenshots`), so that a test run leaves the checkout as it was.
 
 The coordinator, the worker and the API run in an event loop of their own thread: Selenium
 blocks the test's thread on every command."""
@@ -29,6 +30,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -39,6 +41,7 @@ from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.history.events import RunHistory
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.cli.api_app import coordinator_app
+from sluicegate.console.routes import WATCH_SECONDS
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from sluicegate.coordinator.httpapi.server import ApiServer, serve
 from sluicegate.coordinator.service import Coordinator
@@ -217,6 +220,19 @@ def sign_in(driver: WebDriver, url: str, token: str) -> None:
     )
 
 
+def shows(driver: WebDriver, text: str, timeout_s: float = 10) -> None:
+    """Wait until the page shows ``text``: a click on a form's button returns before the page
+    it leads to has replaced the old one, whose elements then go stale."""
+
+    def shown() -> bool:
+        try:
+            return text in driver.find_element(By.TAG_NAME, "main").text
+        except StaleElementReferenceException:
+            return False
+
+    wait_for_sync(shown, timeout_s=timeout_s, interval_s=0.1, what=f"{text!r} on the page")
+
+
 def reload_until(driver: WebDriver, url: str, text: str, timeout_s: float) -> None:
     def shown() -> bool:
         driver.get(url)
@@ -231,7 +247,11 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     tag = uuid.uuid4().hex[:6]
     first, second = f"console-{tag}-a", f"console-{tag}-b"
     tasks = [
-        TaskRequest(run_id=first, goal=f"{task_goal(f'ord-{tag}a', research=1)} {HOSTILE}"),
+        TaskRequest(
+            run_id=first,
+            goal=f"{task_goal(f'ord-{tag}a', research=1)} {HOSTILE}",
+            metadata={"tenant": f"acme-{tag}"},
+        ),
         TaskRequest(run_id=second, goal=task_goal(f"ord-{tag}b", research=1)),
     ]
     console.run(submit_tasks(console.bootstrap, console.topics.tasks, tasks))
@@ -250,13 +270,21 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
 
     # Checkpoints: the history, and a savepoint created from the page and listed.
     browser.find_element(By.LINK_TEXT, "Checkpoints").click()
-    assert "completed" in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, "completed")
     browser.find_element(By.ID, "savepoint-name").send_keys(f"sp-{tag}")
     browser.find_element(By.XPATH, "//button[text()='Create savepoint']").click()
-    assert f"Savepoint sp-{tag} requested" in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, f"Savepoint sp-{tag} requested")
     reload_until(browser, f"{url}/console/checkpoints", "stored", timeout_s=60)
     assert f"sp-{tag}" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "checkpoints")
+
+    # A completed checkpoint's detail, from its link in the history: a row per subtask.
+    browser.find_element(By.XPATH, "//table//a[contains(@href, '/console/checkpoints/')]").click()
+    shows(browser, "Per subtask")
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert "refund-desk#0" in main
+    assert re.search(r"\b(full|incremental|changelog|empty)\b", main)
+    shot(browser, "checkpoint")
 
     # The inbox: both runs reach their approval; the hostile goal is text, never a script.
     inbox = f"{url}/console/approvals"
@@ -267,11 +295,21 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     assert browser.title != "owned"
     shot(browser, "approvals")
 
+    # Watched, the inbox reloads itself (a meta refresh: the page has no script).
+    browser.get(f"{inbox}?watch=1")
+    loaded = browser.execute_script("return performance.timeOrigin")
+    wait_for_sync(
+        lambda: browser.execute_script("return performance.timeOrigin") != loaded,
+        timeout_s=WATCH_SECONDS + 15, interval_s=0.5, what="the watched inbox reloading itself",
+    )  # fmt: skip
+    shows(browser, f"send_email for run {first}")
+    browser.get(inbox)
+
     # Approve the first, with a reason, from the keyboard-reachable form.
     form = browser.find_element(By.XPATH, f"//form[contains(@action, '/{first}')]")
     form.find_element(By.TAG_NAME, "textarea").send_keys("customer verified")
     form.find_element(By.XPATH, ".//button[@value='approve']").click()
-    assert f"Run {first}: approved by ann." in browser.find_element(By.TAG_NAME, "main").text
+    shows(browser, f"Run {first}: approved by ann.")
     wait_for_sync(
         lambda: console.status_of(first) == "done", timeout_s=60, interval_s=0.5,
         what=f"{first} done",
@@ -279,8 +317,29 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     reload_until(browser, f"{url}/console/runs/refund-desk/{first}", "approved by ann", 30)
     assert "customer verified" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "run")
+    # Fork it after step 1, behind the confirmation page; the fork runs as its own.
+    browser.find_element(By.CSS_SELECTOR, "#step option[value='1']").click()
+    browser.find_element(By.XPATH, "//button[@value='fork']").click()
+    shows(browser, f"starts from the state of run {first} after step 1")
+    shot(browser, "fork")
+    browser.find_element(By.XPATH, "//button[text()='Fork the run']").click()
+    shows(browser, "requested by ann.")
+    notice = browser.find_element(By.CSS_SELECTOR, "main .notice").text
+    forked = re.search(r"Fork (\S+) of run", notice)
+    assert forked is not None, notice
+    assert notice.endswith("requested by ann.")
+    reload_until(browser, f"{url}/console/runs/refund-desk/{forked.group(1)}", "forked", 60)
     browser.get(f"{url}/console/runs?agent=refund-desk")
     assert first in browser.find_element(By.TAG_NAME, "main").text
+    # Filtered on the server by age and a metadata field, through the page's form.
+    browser.find_element(By.ID, "hours").send_keys("1")
+    browser.find_element(By.ID, "meta").send_keys(f"tenant=acme-{tag}")
+    browser.find_element(By.XPATH, "//button[text()='Show']").click()
+    shows(browser, "of 2,")  # the run and its fork, which carries its metadata
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert first in main
+    assert forked.group(1) in main
+    assert second not in main
     shot(browser, "runs")
 
     # Another origin's page, in the same browser with the session cookie: refused.
@@ -311,3 +370,28 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
         refused = client.post(f"/console/approvals/refund-desk/{second}", data=form_data)
     assert refused.status_code == 403
     assert console.status_of(second) == "waiting_approval"
+
+    # Last, as it ends the job: stop with a savepoint, behind its confirmation page.
+    browser.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    sign_in(browser, url, ANN)
+    browser.get(f"{url}/console/checkpoints")
+    browser.find_element(By.ID, "stop-name").send_keys(f"final-{tag}")
+    browser.find_element(By.XPATH, "//button[starts-with(text(), 'Stop the job')]").click()
+    shows(browser, "Every subtask of")
+    main = browser.find_element(By.TAG_NAME, "main").text
+    assert f"A savepoint named final-{tag}" in main
+    shot(browser, "stop")
+    browser.find_element(By.XPATH, "//button[text()='Stop the job with a savepoint']").click()
+    shows(browser, f"Stopping the job with savepoint final-{tag}")
+    bearer = {"Authorization": f"Bearer {ANN}"}
+    with httpx.Client(base_url=url, headers=bearer) as client:
+
+        def stopped_and_stored() -> bool:
+            state: str = client.get("/status").json()["state"]
+            saved: str | None = client.get(f"/savepoints/final-{tag}").json().get("status")
+            return state == "stopped" and saved == "stored"
+
+        wait_for_sync(
+            stopped_and_stored, timeout_s=90, interval_s=0.5,
+            what="the job stopped and its savepoint stored",
+        )  # fmt: skip

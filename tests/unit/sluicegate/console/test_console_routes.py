@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -18,11 +18,14 @@ from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.exceptions import RunNotWaitingError
 from sluicegate.console import COOKIE, AgentDesk, ConsoleJob, console_router
 from sluicegate.console.inbox import WaitingCall
+from sluicegate.console.routes import WATCH_SECONDS
 from sluicegate.coordinator.httpapi.app import create_app
 from sluicegate.coordinator.httpapi.auth import ApiTokens, Principal, Scope
 from sluicegate.coordinator.service import Coordinator
 from sluicegate.coordinator.settings import CoordinatorSettings
-from sluicegate.operators.storage import open_storage
+from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.storage import NotFoundError, open_storage
+from sluicegate.operators.storage.manifest import CheckpointManifest, SubtaskSnapshot
 from sluicegate.testing import word_count
 from tests.unit.coordinator.httpapi.test_app import FakeView
 from tests.unit.coordinator.httpapi.test_savepoint_routes import FakeView as FakeSavepoints
@@ -61,7 +64,53 @@ class FakeDesk(AgentDesk):
         self.waits = False
 
 
-def app_with(tokens: ApiTokens | None, desk: FakeDesk) -> FastAPI:
+class FakeManifests:
+    """Checkpoint 6's manifest, with a hostile subtask name; no other."""
+
+    async def load(self, checkpoint_id: int) -> CheckpointManifest:
+        if checkpoint_id != 6:
+            raise NotFoundError(f"checkpoints/{checkpoint_id}/manifest.json")
+        return manifest(6)
+
+
+def manifest(checkpoint_id: int) -> CheckpointManifest:
+    def snapshot(files: int, uploaded: int, segments: int) -> SubtaskSnapshot:
+        def file(name: str) -> SnapshotFile:
+            return SnapshotFile(name=name, path=f"state/{name}", size=100, sha256="0" * 64)
+
+        handle = StateHandle(
+            checkpoint_id=checkpoint_id - (1 if segments else 0),
+            files=tuple(file(f"{n:06}.sst") for n in range(files)),
+            full_bytes=100 * files,
+            uploaded_bytes=uploaded,
+            changelog=tuple(file(f"changelog-{n:012}") for n in range(segments)),
+        )
+        return SubtaskSnapshot(
+            positions={}, handle=handle, alignment_seconds=0.25, sync_seconds=0.5,
+            async_seconds=1.5,
+        )  # fmt: skip
+
+    return CheckpointManifest(
+        pipeline="p",
+        checkpoint_id=checkpoint_id,
+        attempt=2,
+        completed_at=1_700_000_010.0,
+        triggered_at=1_700_000_008.0,
+        subtasks={
+            "counter#0": snapshot(2, 200, 0),
+            "counter#1": snapshot(2, 100, 0),
+            "counter#2": snapshot(2, 0, 3),
+            HOSTILE: snapshot(0, 0, 0),
+        },
+    )
+
+
+def app_with(
+    tokens: ApiTokens | None,
+    desk: FakeDesk,
+    savepoints: FakeSavepoints | None = None,
+    clock: Callable[[], float] = lambda: 160.0,
+) -> FastAPI:
     service = Coordinator(
         word_count(uuid.uuid4().hex[:8]),
         bootstrap="127.0.0.1:1",  # never contacted: the coordinator does not run
@@ -69,8 +118,10 @@ def app_with(tokens: ApiTokens | None, desk: FakeDesk) -> FastAPI:
         settings=CoordinatorSettings(),
     )
     app = create_app(FakeView(), CollectorRegistry(), tokens=tokens, console_prefix="/console/")
-    job = ConsoleJob(FakeView(), FakeSavepoints(), service.facts, service.graph)
-    app.include_router(console_router(job, desk, tokens=tokens, clock=lambda: 160.0))
+    job = ConsoleJob(
+        FakeView(), savepoints or FakeSavepoints(), service.facts, service.graph, FakeManifests()
+    )
+    app.include_router(console_router(job, desk, tokens=tokens, clock=clock))
     return app
 
 
@@ -237,3 +288,17 @@ async def test_with_auth_off_the_console_answers_only_on_loopback(desk: FakeDesk
     for base in ("http://rebound.example", "http://rebound.example:8470", "http://10.0.0.5"):
         async with httpx.AsyncClient(transport=transport, base_url=base) as client:
             assert (await client.get("/console/approvals")).status_code == 403, base
+
+
+async def test_a_watched_inbox_reloads_itself_without_a_script(browser: httpx.AsyncClient) -> None:
+    await sign_in(browser, RITA)
+    plain = await browser.get("/console/approvals")
+    assert 'http-equiv="refresh"' not in plain.text
+    assert 'href="/console/approvals?watch=1"' in plain.text
+    watched = await browser.get("/console/approvals", params={"watch": "1"})
+    assert f'<meta http-equiv="refresh" content="{WATCH_SECONDS}">' in watched.text
+    assert "Stop watching" in watched.text
+    assert "<script" not in watched.text
+    assert "script-src" not in watched.headers["content-security-policy"]  # default-src 'none'
+    job = await browser.get("/console/job", params={"watch": "1"})
+    assert 'http-equiv="refresh"' not in job.text  # the inbox only
