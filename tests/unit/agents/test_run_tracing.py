@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sluicegate import Agent
@@ -18,16 +16,6 @@ from tests.unit.agents.test_agent_operator import DictState, Turn, opened
 from tests.unit.agents.test_rollback_operator import booked
 
 TRACE_ID, ROOT_ID = run_ids("p", "desk", "r1")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.start_tracing(None, service="test", processor=SimpleSpanProcessor(exporter))
-    try:
-        yield exporter
-    finally:
-        tracing.stop_tracing()
 
 
 def named(spans: Sequence[ReadableSpan], prefix: str) -> list[ReadableSpan]:

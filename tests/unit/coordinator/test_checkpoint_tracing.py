@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from sluicegate.coordinator.tracing import CheckpointTracing
 from sluicegate.operators import tracing
 from tests.unit.coordinator.test_checkpoint_stats import manifest
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.start_tracing(None, service="test", processor=SimpleSpanProcessor(exporter))
-    try:
-        yield exporter
-    finally:
-        tracing.stop_tracing()
 
 
 def test_a_completed_checkpoint_spans_trigger_to_commit_with_its_phases(

@@ -5,11 +5,9 @@ sides derive, with no trace context on the wire."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -23,16 +21,6 @@ from tests.helpers import fake_state_handle
 from tests.unit.coordinator.test_checkpoint_stats import manifest
 
 NS = 1_000_000_000
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.start_tracing(None, service="test", processor=SimpleSpanProcessor(exporter))
-    try:
-        yield exporter
-    finally:
-        tracing.stop_tracing()
 
 
 def marks(base: float) -> SnapshotMarks:
