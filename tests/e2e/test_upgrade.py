@@ -1,9 +1,9 @@
 """The upgrade runbook (docs/upgrade-runbook.md) against real processes: the refund desk
 mid-run, with runs waiting for approval; ``sluicegate savepoint create --stop``; a new
-version of the pipeline (the agent at parallelism 3 instead of 2, and its state at version 3
-with an upgrader); ``sluicegate coordinator --from-savepoint``; then approvals: every run
-completes once, each refund and email happened once, and ``sluicegate state versions`` shows
-the new version in use."""
+version of the pipeline (the agent at parallelism 3 instead of 2, and its state one version
+past today's, with an upgrader); ``sluicegate coordinator --from-savepoint``; then approvals:
+every run completes once, each refund and email happened once, and ``sluicegate state
+versions`` shows the new version in use."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 from sluicegate import AgentTopics
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.messages import TaskRequest
+from sluicegate.agents.runs.versions import run_state_versions
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.demos.refund_desk.agent import task_goal
 from sluicegate.demos.refund_desk.approver import Approver
@@ -33,6 +34,8 @@ from tests.helpers import wait_for
 
 PARTITIONS = 4
 RUNS = 12
+OLD = run_state_versions().current
+NEW = OLD + 1
 
 
 def topics_of(tag: str) -> AgentTopics:
@@ -44,13 +47,13 @@ def topics_of(tag: str) -> AgentTopics:
 
 def desk_module(tag: str, world_url: str, parallelism: int, *, upgraded: bool) -> str:
     """The refund desk as a pipeline module; ``upgraded``: the new version, whose agent state
-    is at version 3 (an upgrader from 2 notes the upgrade in each run's scratchpad)."""
+    is one version past today's (`NEW`; an upgrader from `OLD` notes the upgrade in each run's
+    scratchpad)."""
     source = (
         "import dataclasses, json\n"
-        "from agents.agent import AgentTopics, add_agent\n"
-        "from agents.runs.versions import run_state_versions\n"
-        "from operators.pipeline import Pipeline\n"
-        "from operators.state.versions import StateVersions\n"
+        "from sluicegate import AgentTopics, Pipeline, add_agent\n"
+        "from sluicegate.agents.runs.versions import run_state_versions\n"
+        "from sluicegate.operators.state.versions import StateVersions\n"
         "from sluicegate.demos.refund_desk.agent import refund_desk\n"
         f"p = Pipeline('desk-{tag}')\n"
         f"add_agent(p, refund_desk({world_url!r}), partitions={PARTITIONS}, "
@@ -58,14 +61,15 @@ def desk_module(tag: str, world_url: str, parallelism: int, *, upgraded: bool) -
     )
     if upgraded:
         source += (
-            "def v2_to_v3(key, value):\n"
+            "def upgrade(key, value):\n"
             "    if not key.startswith(b'run/'):\n"
             "        return key, value\n"
             "    doc = json.loads(value)\n"
-            "    doc['scratchpad'] = {**doc.get('scratchpad', {}), 'upgraded': 'v3'}\n"
+            "    doc['scratchpad'] = {**doc.get('scratchpad', {}), 'upgraded': 'yes'}\n"
             "    return key, json.dumps(doc).encode()\n"
             "old = run_state_versions()\n"
-            "new = StateVersions.of(3, {**dict(old.upgraders), 2: v2_to_v3})\n"
+            "upgraders = {**dict(old.upgraders), old.current: upgrade}\n"
+            "new = StateVersions.of(old.current + 1, upgraders)\n"
             "p.operators['refund-desk'] = dataclasses.replace(\n"
             "    p.operators['refund-desk'], state_versions=new)\n"
         )
@@ -167,11 +171,11 @@ async def test_savepoint_new_version_restore_every_run_completes_once(
     manifests = ManifestStore(open_storage(storage_dir))
     latest = await manifests.latest()
     assert latest is not None
-    assert latest.state_version("refund-desk") == 3
+    assert latest.state_version("refund-desk") == NEW
     assert sorted(s for s in latest.subtasks if s.startswith("refund-desk#")) == [
         "refund-desk#0", "refund-desk#1", "refund-desk#2"
     ]  # fmt: skip
     versions = await asyncio.to_thread(sluicegate, new, "state", "versions")
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in versions.stdout.splitlines()[1:]}
-    assert rows[("refund-desk", "2")] == ["0", "1"]  # the savepoint only
-    assert int(rows[("refund-desk", "3")][0]) >= 1
+    assert rows[("refund-desk", str(OLD))] == ["0", "1"]  # the savepoint only
+    assert int(rows[("refund-desk", str(NEW))][0]) >= 1
