@@ -16,8 +16,9 @@ this order:
    and also over the first model call → the last final answer (the engine's own pace, without
    the wait for the checkpoint that publishes the results); ``--job-rounds`` rounds, each a
    new job, the table giving the median round and the notes the range. Paired with each
-   round, the same submit → last result with the agent's subtasks in ``--processes`` worker
-   processes (one agent subtask each; one of them also runs the approvals router) and a
+   round (the two in alternating order from round to round), the same submit → last result
+   with the agent's subtasks in ``--processes`` worker processes (one agent subtask each; one
+   of them also runs the approvals router) and a
    coordinator process, as a deployment runs them (0: not run; a warm-up run's result is read
    first; the engine's pace is not measured across processes). Every model and tool
    call is journaled (``issued`` then ``done``, ``acks=all``; these calls may be retried, so
@@ -447,9 +448,13 @@ async def sluicegate(
     measured: dict[str, Measured] = {}
     rounds: list[tuple[Measured, Measured]] = []
     in_processes: list[Measured] = []
-    for _ in range(job_rounds):  # paired: the same runs in one process, then in several
+    for round_no in range(job_rounds):  # paired: the same runs in one process and in several
+        # in alternating order (ABBA), so that a drift of the machine favours neither
+        process_first = bool(processes) and round_no % 2 == 1
+        if process_first:
+            in_processes.append(await process_job(bootstrap, runs, steps, interval, processes))
         rounds.append(await local_job(bootstrap, runs, steps, interval, parallelism, fetch_ms))
-        if processes:
+        if processes and not process_first:
             in_processes.append(await process_job(bootstrap, runs, steps, interval, processes))
     _keep_median(measured, "job", [r[0] for r in rounds])
     _keep_median(measured, "job_engine", [r[1] for r in rounds])
@@ -458,10 +463,14 @@ async def sluicegate(
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
         # Interleaved, the median of DIRECT_ROUNDS each: one repetition moves by 15%.
         direct: dict[str, list[Measured]] = {"plain": [], "memory": [], "kafka": []}
-        for _ in range(DIRECT_ROUNDS):
-            direct["plain"].append(await plain_runs(runs, steps))
-            direct["memory"].append(await operator_runs(None, Path(tmp), runs, steps))
-            direct["kafka"].append(await operator_runs(bootstrap, Path(tmp), runs, steps))
+        for round_no in range(DIRECT_ROUNDS):
+            order = ["plain", "memory", "kafka"]
+            for name in order if round_no % 2 == 0 else order[::-1]:  # alternating order
+                if name == "plain":
+                    direct[name].append(await plain_runs(runs, steps))
+                else:
+                    kafka = bootstrap if name == "kafka" else None
+                    direct[name].append(await operator_runs(kafka, Path(tmp), runs, steps))
     for name, repetitions in direct.items():
         measured[name] = sorted(repetitions, key=lambda m: m.elapsed)[len(repetitions) // 2]
     return measured

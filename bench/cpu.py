@@ -52,10 +52,9 @@ def _listening_inodes(port: int) -> set[str]:
     return inodes
 
 
-def _pids() -> Iterable[int]:
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            yield int(entry.name)
+def _pids() -> list[int]:
+    with os.scandir("/proc") as entries:
+        return [int(entry.name) for entry in entries if entry.name.isdigit()]
 
 
 def broker_pid(bootstrap: str) -> int | None:
@@ -69,9 +68,9 @@ def broker_pid(bootstrap: str) -> int | None:
         return None
     for pid in _pids():
         try:
-            fds = os.scandir(f"/proc/{pid}/fd")
-            if any(os.readlink(fd.path) in sockets for fd in fds):
-                return pid
+            with os.scandir(f"/proc/{pid}/fd") as fds:
+                if any(os.readlink(fd.path) in sockets for fd in fds):
+                    return pid
         except OSError:  # gone, or not ours
             continue
     return None

@@ -38,6 +38,7 @@ from sluicegate.agents.journal.entries import (
     record_key,
 )
 from sluicegate.agents.journal.exceptions import (
+    CallOutcomeUnknownError,
     JournalCorruptError,
     JournalTransitionError,
     JournalUnavailableError,
@@ -67,6 +68,7 @@ __all__ = [
     "OUTCOME_UNKNOWN",
     "SCHEMA_VERSION",
     "TRANSITIONS",
+    "CallOutcomeUnknownError",
     "Decision",
     "Deferred",
     "Effect",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluicegate.agents.journal.entries import EffectKind, JournalEntry, SettledBy
+from sluicegate.agents.journal.exceptions import CallOutcomeUnknownError
 from sluicegate.agents.journal.resolution import (
     EffectEvent,
     EffectResolution,
@@ -36,6 +37,7 @@ from sluicegate.agents.journal.resolution import (
     decide,
 )
 from sluicegate.agents.journal.store import Journal
+from sluicegate.agents.journal.transport import leaves_outcome_unknown
 from sluicegate.operators.exceptions import RetryableError
 
 __all__ = [
@@ -192,9 +194,12 @@ class EffectDriver:
     crash before the run's next safe point: every replay of the ``done`` returns it.
 
     The call raising a :class:`~operators.exceptions.RetryableError` propagates with no
-    ``done`` written: the step is retried later and finds ``issued`` without ``done``. Any
-    other exception is a permanent failure of the effect, recorded as ``done`` with ``error``
-    so that every replay sees the same failure. The outcome returned after a ``done`` write is
+    ``done`` written: the step is retried later and finds ``issued`` without ``done``. So does
+    a transport error escaping the call or the lookup (a connection reset, a read timeout:
+    `agents.journal.transport`), as a `CallOutcomeUnknownError`: the call may have happened,
+    and the tool's ``on_unknown`` settles it on the retry, as after a crash. Any other
+    exception is a permanent failure of the effect, recorded as ``done`` with ``error`` so
+    that every replay sees the same failure. The outcome returned after a ``done`` write is
     the one the journal keeps: the first ``done`` of the key.
 
     Both entry points raise `RetryableError` from the call, the lookup or the journal: retry
@@ -275,7 +280,9 @@ class _Performance:
             found = await lookup()
         except RetryableError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the outcome stays unknown: fail closed
+        except Exception as exc:
+            if leaves_outcome_unknown(exc):  # the lookup could not ask: ask again later
+                raise CallOutcomeUnknownError(self.effect.key, _describe(exc)) from exc
             return self._fail_closed(f"{LOOKUP_FAILED}: {_describe(exc)}")
         match after_lookup(isinstance(found, LookupFound)):
             case RecordFound():
@@ -320,7 +327,11 @@ class _Performance:
             if issuing is not None:
                 await asyncio.gather(issuing, return_exceptions=True)
             raise
-        except Exception as exc:  # noqa: BLE001 - a permanent failure is recorded, not raised
+        except Exception as exc:
+            if leaves_outcome_unknown(exc):
+                if issuing is not None:
+                    await asyncio.gather(issuing, return_exceptions=True)
+                raise CallOutcomeUnknownError(effect.key, _describe(exc)) from exc
             fault(effect, "effect.after_call")
             return await self._complete(None, _describe(exc), issuing)
         fault(effect, "effect.after_call")

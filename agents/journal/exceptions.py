@@ -2,7 +2,8 @@
 
     SluicegateError
     ├── RetryableError
-    │   └── JournalUnavailableError   a journal write was not acknowledged, or a rebuild stalled
+    │   ├── JournalUnavailableError   a journal write was not acknowledged, or a rebuild stalled
+    │   └── CallOutcomeUnknownError   a call's connection failed: it may or may not have happened
     └── FatalError
         ├── JournalCorruptError       a journal record cannot be read (garbage, or a newer schema)
         └── JournalTransitionError    a driver broke the effect state table (a bug)
@@ -15,7 +16,12 @@ from __future__ import annotations
 
 from sluicegate.operators.exceptions import FatalError, RetryableError
 
-__all__ = ["JournalCorruptError", "JournalTransitionError", "JournalUnavailableError"]
+__all__ = [
+    "CallOutcomeUnknownError",
+    "JournalCorruptError",
+    "JournalTransitionError",
+    "JournalUnavailableError",
+]
 
 _PREVIEW_BYTES = 64
 
@@ -49,6 +55,20 @@ class JournalUnavailableError(RetryableError):
         super().__init__(f"journal {operation}{where} failed: {cause}")
         self.operation = operation
         self.partition = partition
+        self.cause = cause
+
+
+class CallOutcomeUnknownError(RetryableError):
+    """The call of effect ``key`` failed in transport (``cause``: a connection reset, a read
+    timeout; `agents.journal.transport`), so it may or may not have happened.
+
+    No ``done`` is written: the step is retried later and finds ``issued`` without ``done``,
+    which the tool's ``on_unknown`` settles, as after a crash during the call.
+    """
+
+    def __init__(self, key: str, cause: str) -> None:
+        super().__init__(f"effect {key!r}: outcome unknown after a transport error: {cause}")
+        self.key = key
         self.cause = cause
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from sluicegate.cli.reach import wait_for_kafka
+from sluicegate.cli.reach import wait_for_kafka, wait_for_storage
 from sluicegate.cli.settings import CliSettings
 from sluicegate.coordinator.httpapi.auth import ApiTokens, is_loopback
 from sluicegate.coordinator.job_state import JobState
@@ -248,10 +248,10 @@ def _coordinator(args: argparse.Namespace) -> int:
     graph = load_graph(args.pipeline)
     bootstrap = KafkaSettings.from_env(args.bootstrap)
     asyncio.run(wait_for_kafka(bootstrap))
+    storage = open_storage(settings.storage_url)
+    asyncio.run(wait_for_storage(storage, settings.storage_url))
     start_tracing(settings.otlp_endpoint, service="sluicegate-coordinator")
-    service = Coordinator(
-        graph, bootstrap=bootstrap, storage=open_storage(settings.storage_url), settings=settings
-    )
+    service = Coordinator(graph, bootstrap=bootstrap, storage=storage, settings=settings)
     from prometheus_client import CollectorRegistry
 
     from sluicegate.coordinator.metrics import CoordinatorCollector

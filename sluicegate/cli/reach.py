@@ -1,5 +1,5 @@
-"""Waiting for Kafka at start, as long-running services do: retry with backoff, one clear line
-per attempt, never a traceback.
+"""Waiting for Kafka and checkpoint storage at start, as long-running services do: retry with
+backoff, one clear line per attempt, never a traceback.
 
 A wrong ``--bootstrap`` (or a broker not up yet) used to end ``sluicegate worker`` and
 ``sluicegate coordinator`` with a 30-line traceback; now each attempt logs::
@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.kafka.exceptions import KafkaUnreachableError
 from sluicegate.operators.kafka.probe import probe
+from sluicegate.operators.storage import Storage, StorageUnavailableError
+from sluicegate.operators.storage.layout import ATTEMPTS
 
-__all__ = ["wait_for_kafka"]
+__all__ = ["wait_for_kafka", "wait_for_storage"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,4 +57,36 @@ async def wait_for_kafka(
             continue
         if failures:
             logger.info("reached Kafka at %s", kafka)
+        return failures
+
+
+async def wait_for_storage(
+    storage: Storage,
+    where: str,
+    *,
+    first_delay_s: float = 1.0,
+    max_delay_s: float = 30.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> int:
+    """Return once ``storage`` (at ``where``, for the log) lists the coordinator's attempts;
+    the number of failed attempts. Backoff as `wait_for_kafka`; only an outage
+    (`StorageUnavailableError`) is retried: a refusal (credentials, a bucket that does not
+    exist) raises at once."""
+    delay, failures = first_delay_s, 0
+    while True:
+        try:
+            await storage.list(ATTEMPTS)
+        except StorageUnavailableError as exc:
+            failures += 1
+            logger.warning(
+                "cannot reach checkpoint storage at %s: %s; retrying in %s s",
+                where,
+                exc.detail,
+                f"{delay:g}",
+            )
+            await sleep(delay)
+            delay = min(delay * 2, max_delay_s)
+            continue
+        if failures:
+            logger.info("reached checkpoint storage at %s", where)
         return failures

@@ -6,6 +6,8 @@ releases it, so that the test can kill the caller while the write is in flight.
   the first one waits while `HoldingService.hold_first` until `HoldingService.release`; then it
   executes (no deduplication: every request does) and answers ``{"key", "written"}``, unless
   released with ``execute=False``: then the held write is dropped (answered 503, never run).
+  With ``reset_first``, the first write executes and its connection is then reset (a TCP RST)
+  instead of answered: the caller's client raises `ConnectionResetError` after the effect.
 * ``GET /effects/<key>``: recorded in `HoldingService.lookups`; answers what the executed write
   of ``key`` left, ``{"key", "found": "by lookup", "written"}`` (404: none executed), so a tool
   with ``on_unknown=lookup`` can settle an outcome a crash hid, and the test can tell the
@@ -15,6 +17,8 @@ releases it, so that the test can kill the caller while the write is in flight.
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +35,7 @@ class HoldingService:
     """The service; ``writes`` counts write requests per key (arrived, executed or not),
     ``executed`` the writes that ran, ``lookups`` lookups per key."""
 
-    def __init__(self, *, hold_first: bool = True) -> None:
+    def __init__(self, *, hold_first: bool = True, reset_first: bool = False) -> None:
         self.writes: Counter[str] = Counter()
         self.executed: dict[str, dict[str, Any]] = {}
         self.lookups: Counter[str] = Counter()
@@ -40,6 +44,7 @@ class HoldingService:
         self._held: str | None = None
         self._released = threading.Event()
         self._execute_held = True
+        self._resetting = reset_first
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,6 +64,13 @@ class HoldingService:
                 with service._lock:
                     answer = {"key": key, "written": service.writes[key]}
                     service.executed[key] = answer
+                    reset, service._resetting = service._resetting, False
+                if reset:  # executed, and the answer lost on the way: a reset, not a reply
+                    linger = struct.pack("ii", 1, 0)  # close with RST
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 self._reply(200, answer)
 
             def do_GET(self) -> None:

@@ -12,6 +12,10 @@ write on the wire until the test releases it. One test per ``on_unknown`` rule:
   ``settled_by: retry``; ``lookup`` settles it by the lookup, whose answer is the recorded
   result, and calls nothing again; and when the held write was dropped (it never ran), the
   lookup finds nothing and the call is made once more (``settled_by: call_after_lookup``).
+* **the connection reset** after the service executed the write (no kill): the tool lets
+  the `ConnectionResetError` escape, as a tool written with urllib does; the driver treats it
+  as the unknown outcome it is, and the same rules settle it (before, it was recorded as a
+  permanent failure and the run finished without its write: the soak's finding).
 * **coordinator killed** while the write is held, then started again, then the write released:
   the worker is not restarted (the same PID throughout), the call finishes and is journaled
   once, and the run completes.
@@ -117,10 +121,12 @@ class Scene:
     """One agent in a coordinator and worker ``w1`` (serving /metrics on a free port), its
     service holding the first write."""
 
-    def __init__(self, bootstrap: str, tmp_path: Path, rule: str, made: list[Cluster]) -> None:
+    def __init__(
+        self, bootstrap: str, tmp_path: Path, rule: str, made: list[Cluster], *, reset: bool
+    ) -> None:
         self.bootstrap, self.tag = bootstrap, uuid.uuid4().hex[:8]
         self.topics = topics_of(self.tag)
-        self.service = HoldingService()
+        self.service = HoldingService(hold_first=not reset, reset_first=reset)
         module = pipeline_module(self.tag, self.service.url, rule)
         self.cluster = Cluster(
             tmp_path, module, bootstrap, slots=2, worker_args=["--metrics-port", "0"]
@@ -235,7 +241,7 @@ def _metrics_url(log: str) -> str | None:
     return found[-1] if found else None
 
 
-SceneOf = Callable[[str], "Scene"]
+SceneOf = Callable[..., "Scene"]
 
 
 @pytest.fixture
@@ -245,8 +251,8 @@ def scene_of(
     """Scenes made with it (one per test: they share ``tmp_path``) close when the test ends."""
     scenes: list[Scene] = []
 
-    def make(rule: str) -> Scene:
-        scene = Scene(kafka_bootstrap, tmp_path, rule, cluster_factory)
+    def make(rule: str, *, reset: bool = False) -> Scene:
+        scene = Scene(kafka_bootstrap, tmp_path, rule, cluster_factory, reset=reset)
         scenes.append(scene)
         return scene
 
@@ -358,3 +364,39 @@ async def test_a_coordinator_killed_with_a_write_in_flight_leaves_the_call_to_fi
     assert tool_event["result"] == {"key": key, "written": 1}
     assert "settled_by" not in tool_event
     assert await scene.metric("sluicegate_agent_outcome_unknown_total") == 0
+
+
+@pytest.mark.parametrize("rule", RULES)
+async def test_a_connection_reset_after_the_write_settles_it_by_the_rule(
+    rule: str, scene_of: SceneOf
+) -> None:
+    scene = scene_of(rule, reset=True)
+    cluster, service = scene.cluster, scene.service
+    for name in ("coordinator", "w1"):
+        cluster.start(name)
+    await scene.submit()
+    result = await scene.result()
+    (key,) = service.executed  # the first write ran; its caller saw a reset
+    tools = [e for e in await scene.events() if e["type"] == "tool"]
+    done = [e for e in await scene.journal(key) if e.status == "done"]
+    assert cluster.starts["w1"] == 1, "the worker was restarted"
+    match rule:
+        case "fail":
+            assert (result["status"], result["reason"]) == ("failed", "outcome_unknown"), result
+            assert tools == []
+            assert done == []
+            assert (service.writes, service.lookups) == ({key: 1}, {}), "called again"
+            assert await scene.metric("sluicegate_agent_outcome_unknown_total") == 1
+        case "retry":
+            assert result["status"] == "done", result
+            assert service.writes == {key: 2}, "not exactly one more call with the same key"
+            (tool_event,) = tools
+            assert tool_event["result"] == {"key": key, "written": 2}
+            assert [d.settled_by for d in done] == ["retry"]
+        case "lookup":
+            assert result["status"] == "done", result
+            assert service.writes == {key: 1}, "the lookup found it, yet it was called again"
+            (tool_event,) = tools
+            assert tool_event["result"] == {"key": key, "found": "by lookup", "written": 1}
+            assert [(d.result, d.settled_by) for d in done] == [(tool_event["result"], "lookup")]
+    assert all(d.error is None for d in done), "a reset recorded as the write's failure"

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import logging
+import urllib.error
 from collections.abc import Awaitable, Callable
+from email.message import Message
 from typing import Any
 
+import httpx
 import pytest
 
 from sluicegate.agents.journal import (
     LOOKUP_FAILED,
     OUTCOME_UNKNOWN,
+    CallOutcomeUnknownError,
     Deferred,
     Effect,
     EffectDriver,
@@ -26,6 +31,7 @@ from sluicegate.agents.journal import (
     LookupResult,
     OnUnknown,
 )
+from sluicegate.agents.journal.transport import leaves_outcome_unknown
 from sluicegate.operators.exceptions import RetryableError
 
 KEY = "run-1/3/0"
@@ -454,3 +460,79 @@ async def test_deferred_is_only_for_effects_that_may_be_called_again() -> None:
     await journal.write(entry("done", result={"id": 7}), partition=4)
     replayed = await run(journal, Tool(), OnUnknown.RETRY, defer=True)
     assert replayed == EffectResult({"id": 7}, None, replayed=True)
+
+
+@pytest.mark.parametrize(
+    "transport_error",
+    [
+        ConnectionResetError(104, "Connection reset by peer"),
+        TimeoutError("read timed out"),
+        http.client.RemoteDisconnected("Remote end closed connection without response"),
+        http.client.IncompleteRead(b"{"),
+        urllib.error.URLError(ConnectionRefusedError(111, "refused")),
+        httpx.ReadError("reset"),
+    ],
+    ids=["reset", "timeout", "remote-disconnected", "incomplete-read", "url-error", "httpx"],
+)
+@pytest.mark.parametrize("on_unknown", list(OnUnknown))
+async def test_a_transport_error_escaping_the_call_leaves_the_outcome_unknown(
+    transport_error: Exception, on_unknown: OnUnknown
+) -> None:
+    """A connection reset after the request was sent: the call may have happened, so no
+    failure is recorded; the retried step settles it by the tool's ``on_unknown``."""
+    journal, tool = InMemoryJournal(), Tool(outcome=transport_error, found=LookupFound("sent"))
+    with pytest.raises(CallOutcomeUnknownError, match="outcome unknown") as raised:
+        await run(journal, tool, on_unknown)
+    assert raised.value.key == KEY
+    assert raised.value.__cause__ is transport_error
+    issued, done = journal.get(KEY)
+    assert issued is not None
+    assert done is None
+
+    tool.outcome = "sent again"
+    settled = await run(journal, tool, on_unknown)
+    match on_unknown:
+        case OnUnknown.FAIL:
+            assert settled == EffectUnknown(KEY, OUTCOME_UNKNOWN)
+            assert tool.events.count("call") == 1
+        case OnUnknown.RETRY:
+            assert settled == EffectResult("sent again", None, replayed=False, settled_by="retry")
+            assert tool.events.count("call") == 2
+        case OnUnknown.LOOKUP:
+            assert settled == EffectResult("sent", None, replayed=True, settled_by="lookup")
+            assert tool.events.count("call") == 1
+
+
+def test_an_answer_from_the_service_is_a_known_failure() -> None:
+    answered = urllib.error.HTTPError("http://svc/write", 409, "not pending", Message(), None)
+    assert not leaves_outcome_unknown(answered)
+    assert not leaves_outcome_unknown(ValueError("bad argument"))
+    assert not leaves_outcome_unknown(httpx.HTTPStatusError("409", request=None, response=None))  # type: ignore[arg-type]
+
+
+async def test_an_http_error_answer_is_recorded_as_a_permanent_failure() -> None:
+    answered = urllib.error.HTTPError("http://svc/write", 409, "not pending", Message(), None)
+    journal, tool = InMemoryJournal(), Tool(outcome=answered)
+    outcome = await run(journal, tool, OnUnknown.RETRY)
+    assert isinstance(outcome, EffectResult)
+    assert outcome.error is not None
+    assert "409" in outcome.error
+
+
+async def test_a_transport_error_in_the_lookup_asks_again_later() -> None:
+    journal = InMemoryJournal()
+    await journal.write(entry("issued"), partition=4)
+
+    class ResetLookup(Tool):
+        async def lookup(self) -> LookupResult:
+            self.events.append("lookup")
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    tool = ResetLookup()
+    with pytest.raises(CallOutcomeUnknownError):
+        await run(journal, tool)
+    assert tool.events == ["lookup"]
+    assert journal.get(KEY)[1] is None
+    assert await run(journal, Tool(found=LookupFound("sent"))) == EffectResult(
+        "sent", None, replayed=True, settled_by="lookup"
+    )
