@@ -11,23 +11,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import boto3  # type: ignore[import-untyped]
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from werkzeug.serving import make_server
 
+from bench.moto_s3 import moto_s3_server
 from sluicegate.operators.storage import Storage, open_storage
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 __all__ = ["OutageProxy", "S3Storage", "s3_storage"]
 
@@ -109,48 +100,26 @@ class S3Storage:
 
 @contextmanager
 def s3_storage() -> Iterator[S3Storage]:
-    """moto's S3 on a free port (one request at a time: moto's conditional PUT is atomic only
-    so, as S3's is), a bucket, and an `OutageProxy` in front of it."""
-    app = DomainDispatcherApplication(create_backend_app)
-    lock = threading.Lock()
-
-    def serialised(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        with lock:
-            result = app(environ, start_response)
-            try:
-                return [b"".join(result)]
-            finally:
-                if hasattr(result, "close"):
-                    result.close()
-
-    server = make_server(
-        "127.0.0.1", 0, serialised, threaded=True, request_handler=MotoRequestHandler
-    )
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="moto", daemon=True
-    )
-    thread.start()
-    direct = f"http://127.0.0.1:{server.server_port}"
-    keys = {k.lower(): v for k, v in _CREDENTIALS.items()}
-    boto3.client("s3", endpoint_url=direct, region_name=_REGION, **keys).create_bucket(
-        Bucket=_BUCKET
-    )
-    proxy = OutageProxy(server.server_port)
-    env = {
-        **_CREDENTIALS,
-        "SLUICEGATE_STORAGE_URL": f"s3://{_BUCKET}",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}",
-        "AWS_REGION": _REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }
-    monitor = open_storage(
-        f"s3://{_BUCKET}", endpoint_url=direct, region=_REGION,
-        access_key_id="soak", secret_access_key="soak",
-    )  # fmt: skip
-    try:
-        yield S3Storage(env, monitor, proxy)
-    finally:
-        proxy.close()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    """moto's S3 on a free port (`bench.moto_s3`), a bucket, and an `OutageProxy` in front of
+    it."""
+    with moto_s3_server() as direct:
+        keys = {k.lower(): v for k, v in _CREDENTIALS.items()}
+        boto3.client("s3", endpoint_url=direct, region_name=_REGION, **keys).create_bucket(
+            Bucket=_BUCKET
+        )
+        proxy = OutageProxy(int(direct.rsplit(":", 1)[1]))
+        env = {
+            **_CREDENTIALS,
+            "SLUICEGATE_STORAGE_URL": f"s3://{_BUCKET}",
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}",
+            "AWS_REGION": _REGION,
+            "AWS_ALLOW_HTTP": "true",
+        }
+        monitor = open_storage(
+            f"s3://{_BUCKET}", endpoint_url=direct, region=_REGION,
+            access_key_id="soak", secret_access_key="soak",
+        )  # fmt: skip
+        try:
+            yield S3Storage(env, monitor, proxy)
+        finally:
+            proxy.close()

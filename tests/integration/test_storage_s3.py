@@ -1,34 +1,21 @@
-"""The Storage contract against S3: a moto server this module starts on 127.0.0.1.
-
-The server runs moto's own WSGI app in a thread, on a port the kernel picks,
-and is stopped when the module is done; nothing outside the test process is
+"""The Storage contract against S3: a moto server this module starts on 127.0.0.1
+(`bench.moto_s3`), stopped when the module is done; nothing outside the test process is
 needed. Every test gets its own key prefix in one bucket, so each starts
 from an empty store.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import boto3  # type: ignore[import-untyped]
 import pytest
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
 from obstore.store import S3Store
-from werkzeug.serving import make_server
 
+from bench.moto_s3 import moto_s3_server
 from sluicegate.operators.storage import Storage, StorageBackendError, open_storage
 from tests.unit.operators.storage import test_storage_contract as contract
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 pytestmark = pytest.mark.integration
 
@@ -36,43 +23,6 @@ BUCKET = "sluicegate-test"
 ACCESS_KEY_ID = "testing"
 SECRET_ACCESS_KEY = "testing"
 REGION = "us-east-1"
-
-
-@contextmanager
-def moto_s3_server() -> Iterator[str]:
-    """Run moto on 127.0.0.1 and a free port; yield its endpoint URL; stop it on exit.
-
-    Requests are handled one at a time. Real S3 makes a conditional
-    ``If-None-Match: *`` PUT atomic; moto checks the key and then stores it
-    without a lock, so two threads could both pass the check. Serialising
-    requests gives moto the atomicity S3 has, so the exactly-one-winner test
-    checks our code, not a race inside the fake.
-    """
-    app = DomainDispatcherApplication(create_backend_app)
-    lock = threading.Lock()
-
-    def serialised(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        with lock:
-            result = app(environ, start_response)
-            try:
-                return [b"".join(result)]
-            finally:
-                if hasattr(result, "close"):
-                    result.close()
-
-    server = make_server(
-        "127.0.0.1", 0, serialised, threaded=True, request_handler=MotoRequestHandler
-    )
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="moto-s3", daemon=True
-    )
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def open_s3(url: str, endpoint: str) -> Storage:

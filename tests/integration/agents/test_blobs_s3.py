@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.moto_s3 import moto_s3_server
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.operators.storage.blobs import BlobStore, subject_digest
 from sluicegate.testing import read_committed
 from tests.integration.agents.test_blobs import bulk_agent, bulk_graph, local_job, payload_of
-from tests.integration.test_storage_s3 import BUCKET, create_bucket, moto_s3_server, open_s3
+from tests.integration.test_storage_s3 import BUCKET, create_bucket, open_s3
 
 
 @pytest.fixture(scope="module")
