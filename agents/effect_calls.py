@@ -235,6 +235,8 @@ class EffectCalls:
             )
             self._save(step, ctx)
             state = step.state
+        if not markers:  # the usual case: no pass over a conversation that grows every step
+            return state, list(resolved.messages)
         messages = [
             m.model_copy(update={"content": markers[m.content]})
             if m.content is not None and m.content in markers
