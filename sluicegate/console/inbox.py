@@ -14,13 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.client import request_fork, send_command, send_decision
+from sluicegate.agents.client import request_fork, request_rollback, send_decision
 from sluicegate.agents.declaration import AgentTopics
-from sluicegate.agents.exceptions import DecisionRefusedError, UnknownRunError
 from sluicegate.agents.history.events import RunHistory, RunSummary
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RollbackRun
 from sluicegate.agents.runs.directory import RunDirectory
-from sluicegate.agents.runs.state import RunStatus
 from sluicegate.console.run_filter import RunFilter
 from sluicegate.operators.kafka import KafkaLike
 
@@ -149,22 +147,14 @@ class AgentDesk:
         self, agent: str, run_id: str, *, to_step: int, by: str, reason: str | None
     ) -> None:
         """Undo the effects of the run's steps after ``to_step``, in the name of ``by``, with
-        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` (without ``force``): the
-        run exists and is not being rolled back already.
+        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` (`request_rollback`, without
+        ``force``): the run exists and is not being rolled back already.
 
         Raises:
             KeyError: no such agent.
-            UnknownRunError, DecisionRefusedError: refused, nothing was written.
+            UnknownRunError, RollingBackError: refused, nothing was written.
             EventsUnavailableError: the events topic cannot be read now.
         """
-        topics = self._topics[agent]
         command = RollbackRun(run_id=run_id, to_step=to_step, by=by, reason=reason)
-        seen = await self._directories[agent].lookup(run_id)
-        if seen is None:
-            raise UnknownRunError(agent, run_id, topics.events)
-        if seen.status == RunStatus.ROLLING_BACK.value:
-            raise DecisionRefusedError(
-                agent, run_id, f"run {run_id!r} is being rolled back already",
-                "wait until it is rolled_back (or waits for you), then roll back further",
-            )  # fmt: skip
-        await send_command(self._bootstrap, topics.approvals, command)
+        approvals = self._topics[agent].approvals
+        await request_rollback(self._directories[agent], approvals, command)
