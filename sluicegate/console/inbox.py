@@ -1,11 +1,13 @@
 """What the console reads and writes of the agents: the calls waiting for a person, the runs,
 and a person's decision.
 
-Nothing here reads a topic its own way: the waiting calls and the runs are `RunHistory.runs`
-(the same read as ``GET /agents/{agent}/runs`` and ``sluicegate runs``), a run's timeline is
-`RunHistory.events` (``GET .../history``), and a decision is checked and written exactly as
-``POST /agents/{agent}/runs/{run}/approve|reject`` does (`RunDirectory.check_decision`, then
-`send_decision`), under the signed-in person's name.
+Nothing here reads a topic its own way: the waiting calls and the runs come from a `RunIndex`
+per agent, which folds the events with the code of `RunHistory.runs` (``GET
+/agents/{agent}/runs``, ``sluicegate runs``) but reads, on each request, only what was
+committed since the previous one; a run's timeline is `RunHistory.events` (``GET
+.../history``), read from the run's first event on; and a decision is checked and written
+exactly as ``POST /agents/{agent}/runs/{run}/approve|reject`` does
+(`RunDirectory.check_decision`, then `send_decision`), under the signed-in person's name.
 """
 
 from __future__ import annotations
@@ -17,15 +19,13 @@ from typing import Any
 from sluicegate.agents.client import request_fork, request_rollback, send_decision
 from sluicegate.agents.declaration import AgentTopics
 from sluicegate.agents.history.events import RunHistory, RunSummary
+from sluicegate.agents.history.index import RunIndex
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RollbackRun
 from sluicegate.agents.runs.directory import RunDirectory
 from sluicegate.console.run_filter import RunFilter
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["AgentDesk", "RunPage", "WaitingCall"]
-
-_RUNS_READ = 100_000
-"""Runs `RunHistory.runs` keeps per read: the console pages and filters in this process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +58,16 @@ class AgentDesk:
         self._bootstrap = bootstrap
         self._topics = dict(agents)
         self._histories = {n: RunHistory(bootstrap, n, t.events) for n, t in agents.items()}
+        self._indexes = {n: RunIndex(h) for n, h in self._histories.items()}
         self._directories = {n: RunDirectory(bootstrap, n, t.events) for n, t in agents.items()}
 
     @property
     def agents(self) -> list[str]:
         return sorted(self._topics)
+
+    def index(self, agent: str) -> RunIndex:
+        """The runs of ``agent`` as this desk last read them (KeyError: no such agent)."""
+        return self._indexes[agent]
 
     async def waiting(self) -> list[WaitingCall]:
         """Every call waiting for a person, the longest waiting first.
@@ -72,7 +77,7 @@ class AgentDesk:
         """
         found: list[WaitingCall] = []
         for agent in self.agents:
-            for run in await self._histories[agent].runs(limit=_RUNS_READ):
+            for run in await self._indexes[agent].runs():
                 asked = run.waiting
                 if asked is None:
                     continue
@@ -101,7 +106,7 @@ class AgentDesk:
             KeyError: no such agent.
             EventsUnavailableError: its events topic cannot be read now.
         """
-        runs = await self._histories[agent].runs(limit=_RUNS_READ)
+        runs = await self._indexes[agent].runs()
         matched = [r for r in runs if where.matches(r, now)]
         return RunPage(tuple(matched[offset : offset + limit]), len(matched), offset)
 
@@ -112,7 +117,8 @@ class AgentDesk:
             KeyError: no such agent.
             UnknownRunError, HistoryError, EventsUnavailableError: as `RunHistory.events`.
         """
-        return await self._histories[agent].events(run_id)
+        start = self._indexes[agent].first_offset(run_id)
+        return await self._histories[agent].events(run_id, from_offset=start)
 
     async def decide(
         self, agent: str, run_id: str, *, call_id: str, approved: bool, by: str, reason: str | None
