@@ -18,6 +18,7 @@ from typing import Any
 
 from sluicegate.agents.client import request_fork, request_rollback, send_decision
 from sluicegate.agents.declaration import AgentTopics
+from sluicegate.agents.fork.patch import ForkPatch
 from sluicegate.agents.history.events import RunHistory, RunSummary
 from sluicegate.agents.history.index import RunIndex
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RollbackRun
@@ -137,9 +138,20 @@ class AgentDesk:
         )
         await send_decision(self._bootstrap, topics.approvals, decision)
 
-    async def fork(self, agent: str, run_id: str, *, from_step: int, by: str) -> ForkRun:
-        """Fork the run after ``from_step`` in the name of ``by``, exactly as
-        ``POST /agents/{agent}/runs/{run}/fork`` without a patch does (`request_fork`).
+    async def fork(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        from_step: int,
+        by: str,
+        patch: ForkPatch | None = None,
+        recorded_only: bool = False,
+    ) -> ForkRun:
+        """Fork the run after ``from_step`` in the name of ``by``, with one change
+        (``patch``) and executing no tool with an effect if ``recorded_only``: exactly as
+        ``POST /agents/{agent}/runs/{run}/fork`` and ``sluicegate runs fork`` do
+        (`request_fork`).
 
         Raises:
             KeyError: no such agent.
@@ -147,14 +159,25 @@ class AgentDesk:
                 was written.
         """
         history, approvals = self._histories[agent], self._topics[agent].approvals
-        return await request_fork(history, approvals, run_id, from_step, by=by)
+        return await request_fork(
+            history, approvals, run_id, from_step, patch=patch, recorded_only=recorded_only,
+            by=by,
+        )  # fmt: skip
 
     async def rollback(
-        self, agent: str, run_id: str, *, to_step: int, by: str, reason: str | None
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        to_step: int,
+        by: str,
+        reason: str | None,
+        force: bool = False,
     ) -> None:
         """Undo the effects of the run's steps after ``to_step``, in the name of ``by``, with
-        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` (`request_rollback`, without
-        ``force``): the run exists and is not being rolled back already.
+        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` and ``sluicegate runs
+        rollback`` (`request_rollback`): the run exists and is not being rolled back already,
+        unless ``force``.
 
         Raises:
             KeyError: no such agent.
@@ -163,4 +186,4 @@ class AgentDesk:
         """
         command = RollbackRun(run_id=run_id, to_step=to_step, by=by, reason=reason)
         approvals = self._topics[agent].approvals
-        await request_rollback(self._directories[agent], approvals, command)
+        await request_rollback(self._directories[agent], approvals, command, force=force)

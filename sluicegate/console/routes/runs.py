@@ -124,20 +124,30 @@ def runs_router(
         session, form = submitted.session, submitted.form
         if desk is None or agent not in desk.agents or action not in run_actions.ACTIONS:
             return requests.refusal(404, "Not found", "No such agent or action.", session)
-        raw_step = form.get("step", "")
-        if form.get("confirm") != "yes" or not raw_step.isdigit() or int(raw_step) > 1_000_000:
-            message = "Nothing was done: confirm on the page that says what will happen."
-            return requests.refusal(400, "Not confirmed", message, session)
-        step, by = int(raw_step), session.principal.name
+        asked = run_actions.ActionForm.parse(action, form)
+        if isinstance(asked, str):
+            return requests.refusal(400, "Not done", asked, session)
+        step, by = asked.step, session.principal.name
         back = f"runs/{agent}/{run_id}"  # the fork's own page exists once the agent starts it
         try:
             if action == "fork":
-                fork = await desk.fork(agent, run_id, from_step=step, by=by)
-                done = f"Fork {fork.run_id} of run {run_id} after step {step} requested by {by}."
+                fork = await desk.fork(
+                    agent, run_id, from_step=step, by=by, patch=asked.patch,
+                    recorded_only=asked.recorded_only,
+                )  # fmt: skip
+                how = "".join(
+                    [f" ({fork.note})" if fork.note else "",
+                     ", on recorded results only" if fork.recorded_only else ""]
+                )  # fmt: skip
+                done = (
+                    f"Fork {fork.run_id} of run {run_id} after step {step}{how} requested by {by}."
+                )
             else:
-                reason = form.get("reason", "").strip()[:2000] or None
-                await desk.rollback(agent, run_id, to_step=step, by=by, reason=reason)
-                done = f"Rollback of run {run_id} to step {step} requested by {by}."
+                await desk.rollback(
+                    agent, run_id, to_step=step, by=by, reason=asked.reason, force=asked.force
+                )
+                forced = " (forced: not checked)" if asked.force else ""
+                done = f"Rollback of run {run_id} to step {step}{forced} requested by {by}."
         except (DecisionRefusedError, ForkRefusedError, HistoryError) as exc:
             return requests.after(session, back, f"Nothing done: {exc.message}")
         except EventsUnavailableError as exc:
