@@ -5,7 +5,8 @@ Records are keyed by ``run_id``. Any partition will do: the agent's routing oper
 (`agents.routing`) re-keys tasks and decisions by the ``run_id`` in their value, so a decision
 reaches its run whatever client and partitioner wrote the task. These functions write
 unchecked; ``sluicegate approve|reject`` and the HTTP routes first check the run's status
-(`agents.runs.directory`); `request_fork` reads the parent's history first.
+(`agents.runs.directory`), as `request_rollback` does; `request_fork` reads the parent's
+history first.
 """
 
 from __future__ import annotations
@@ -18,10 +19,24 @@ from aiokafka import AIOKafkaProducer
 from sluicegate.agents.fork.patch import ForkPatch
 from sluicegate.agents.fork.request import fork_request, new_fork_id
 from sluicegate.agents.history.events import RunHistory
-from sluicegate.agents.messages import ApprovalDecision, ForkRun, RunCommand, TaskRequest
+from sluicegate.agents.messages import (
+    ApprovalDecision,
+    ForkRun,
+    RollbackRun,
+    RunCommand,
+    TaskRequest,
+)
+from sluicegate.agents.runs.directory import RunDirectory
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
-__all__ = ["request_fork", "send_command", "send_decision", "send_fork", "submit_tasks"]
+__all__ = [
+    "request_fork",
+    "request_rollback",
+    "send_command",
+    "send_decision",
+    "send_fork",
+    "submit_tasks",
+]
 
 
 async def submit_tasks(bootstrap: KafkaLike, topic: str, tasks: Iterable[TaskRequest]) -> int:
@@ -83,6 +98,22 @@ async def request_fork(
     )
     await send_fork(history.bootstrap, approvals, fork)
     return fork
+
+
+async def request_rollback(
+    directory: RunDirectory, approvals: str, command: RollbackRun, *, force: bool = False
+) -> None:
+    """Ask for ``command``: check with ``directory`` that the run exists and is not being
+    rolled back already (`RunDirectory.check_rollback`; ``force``: no check), then write it
+    to ``approvals``. The one path of ``sluicegate runs rollback``, ``POST .../rollback`` and
+    the console.
+
+    Raises:
+        UnknownRunError, RollingBackError, EventsUnavailableError: nothing was written.
+    """
+    if not force:
+        await directory.check_rollback(command.run_id)
+    await send_command(directory.bootstrap, approvals, command)
 
 
 @contextlib.asynccontextmanager

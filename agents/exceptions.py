@@ -7,7 +7,8 @@
     └── FatalError
         ├── DecisionRefusedError     the decision cannot apply to the run as it stands
         │   ├── UnknownRunError      no event of the run (HTTP 404)
-        │   └── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        │   ├── RunNotWaitingError   the run does not wait for this decision (HTTP 409)
+        │   └── RollingBackError     a rollback was asked of a run rolling back (HTTP 409)
         ├── HistoryError             a run's events do not replay (gap, unknown type, ...)
         ├── ForkRefusedError         a fork cannot start from the step asked for (HTTP 409)
         └── AlertRefusedError        the alert webhook answered another 4xx
@@ -28,6 +29,7 @@ __all__ = [
     "EventsUnavailableError",
     "ForkRefusedError",
     "HistoryError",
+    "RollingBackError",
     "RunNotWaitingError",
     "UnknownRunError",
 ]
@@ -88,6 +90,18 @@ class RunNotWaitingError(DecisionRefusedError):
             "that was just decided on shows its new status about one checkpoint interval later",
         )
         self.status, self.waits_on, self.call_id = status, waits_on, call_id
+
+
+class RollingBackError(DecisionRefusedError):
+    """A rollback was asked of run ``run_id``, which is being rolled back already."""
+
+    def __init__(self, agent: str, run_id: str) -> None:
+        super().__init__(
+            agent,
+            run_id,
+            f"run {run_id!r} is being rolled back already",
+            "wait until it is rolled_back (or waits for you), then roll back further",
+        )
 
 
 class HistoryError(FatalError):

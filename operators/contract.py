@@ -158,7 +158,9 @@ class Operator:
         """Counts for ``sluicegate status``, by group then name: an agent answers
         ``{"runs": {"running": 3, "done": 40}}``. The worker's heartbeat carries them to the
         coordinator, which sums them over the operator's subtasks; called between records, so
-        keep it cheap."""
+        keep it cheap. The group ``records`` is the engine's (records in, out and lag,
+        `operators.protocol.messages.RECORDS_GROUP`): an operator's own group of that name is
+        replaced."""
         return {}
 
 

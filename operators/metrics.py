@@ -218,7 +218,13 @@ class SubtaskInstruments:
         }
         self._started: float | None = None
         self._lag_at: float | None = None
-        self._lag_partitions: set[tuple[str, str]] = set()
+        self._lags: dict[tuple[str, str], int] = {}
+
+    @property
+    def lag_records(self) -> int | None:
+        """The subtask's consumer lag summed over its partitions, as last read (None: not
+        read yet); what ``sluicegate_consumer_lag_records`` shows per partition."""
+        return sum(self._lags.values()) if self._lags else None
 
     def start(self) -> None:
         """The subtask starts (before its state is opened)."""
@@ -251,8 +257,9 @@ class SubtaskInstruments:
             except TimeoutError:
                 continue  # being reset (seek, out of range): next time
             key = (str(tp.topic), str(tp.partition))
-            self._metrics.consumer_lag.labels(*self._labels, *key).set(max(highwater - position, 0))
-            self._lag_partitions.add(key)
+            lag = max(highwater - position, 0)
+            self._metrics.consumer_lag.labels(*self._labels, *key).set(lag)
+            self._lags[key] = lag
 
     def on_ack(self, alignment_seconds: float, sync_seconds: float, async_seconds: float) -> None:
         """The subtask acked a checkpoint that took these seconds per phase."""
@@ -266,8 +273,8 @@ class SubtaskInstruments:
         # A label set may be gone already (never set, or removed by an earlier instance of
         # the same subtask in this process): closing must not fail for it.
         with contextlib.suppress(KeyError):
-            for key in self._lag_partitions:
+            for key in self._lags:
                 self._metrics.consumer_lag.remove(*self._labels, *key)
-        self._lag_partitions.clear()
+        self._lags.clear()
         with contextlib.suppress(KeyError):
             self._metrics.barrier_buffered.remove(*self._labels)

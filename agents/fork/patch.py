@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from sluicegate.agents.blobs.handle import handle_of_text
 from sluicegate.agents.models.contract import ChatMessage
@@ -35,6 +35,7 @@ from sluicegate.agents.runs.state import Budget, ForkOrigin, RunState, RunUsage
 from sluicegate.operators.exceptions import FatalError
 
 __all__ = [
+    "MAX_PATCH_BYTES",
     "ForkPatch",
     "ForkSeedError",
     "GoalChange",
@@ -47,6 +48,7 @@ __all__ = [
     "describe_patch",
     "fork_run",
     "parse_patch",
+    "read_patch",
     "seed_handles",
     "seed_of",
 ]
@@ -120,6 +122,31 @@ _PATCH: TypeAdapter[ForkPatch] = TypeAdapter(ForkPatch)
 def parse_patch(data: str | bytes) -> ForkPatch:
     """A patch from JSON; a pydantic ``ValidationError`` (a ``ValueError``) if it is none."""
     return _PATCH.validate_json(data)
+
+
+MAX_PATCH_BYTES = 1024 * 1024
+"""The largest patch a person may give (``runs fork --patch FILE``, the console's field)."""
+
+
+def read_patch(data: str | bytes) -> ForkPatch:
+    """A patch as a person gives one, to ``sluicegate runs fork --patch`` or the console: at
+    most `MAX_PATCH_BYTES` of JSON, one change. Raises ``ValueError`` saying what is wrong,
+    to follow the patch's origin ("patch.json is larger than ...", "the patch is not ...").
+    """
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > MAX_PATCH_BYTES:
+        raise ValueError(f"is larger than {MAX_PATCH_BYTES} bytes")
+    try:
+        return parse_patch(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'patch'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(
+            'is not a patch (one of {"goal": ...}, {"instructions": ...}, {"message": '
+            '{"index": N, "content": ...}}, {"tool_result": {"call_id": ..., "result": ...}}): '
+            f"{problems}"
+        ) from None
 
 
 def describe_patch(patch: ForkPatch) -> str:

@@ -7,7 +7,8 @@ Mounted by the coordinator's HTTP API (CLI wiring) for every agent of the pipeli
 Who asks is never taken from the body: the ``operator`` dependency the application passes (the
 coordinator's bearer-token check with the ``operate`` scope) names them, and that name is the
 command's ``by``. The route asks the agent's `RunDirectory` whether the run exists and is not
-being rolled back already, then writes a `RollbackRun` to the agent's approvals topic and
+being rolled back already, then writes (`agents.client.request_rollback`, as the CLI and the
+console do) a `RollbackRun` to the agent's approvals topic and
 answers 202: the run applies it when it reads it (a command it cannot apply, such as a step
 beyond the run's last, is dead-lettered with the reason). Errors are JSON ``{error, message,
 what_to_do}``: 404 unknown agent or run, 409 a rollback under way, 503 the events topic
@@ -21,13 +22,12 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from sluicegate.agents.client import send_command
+from sluicegate.agents.client import request_rollback
 from sluicegate.agents.declaration import AgentTopics
-from sluicegate.agents.exceptions import EventsUnavailableError
+from sluicegate.agents.exceptions import EventsUnavailableError, RollingBackError, UnknownRunError
 from sluicegate.agents.messages import RollbackRun
 from sluicegate.agents.routes.approvals import error_response
 from sluicegate.agents.runs.directory import RunDirectory
-from sluicegate.agents.runs.state import RunStatus
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["RollbackAccepted", "RollbackBody", "rollback_router"]
@@ -92,23 +92,14 @@ def rollback_router(
             command = RollbackRun(run_id=run_id, to_step=body.to_step, by=by, reason=body.reason)
         except ValueError as exc:
             return error_response(422, "invalid_request", str(exc), "check the run id")
-        if not body.force:
-            try:
-                seen = await directories[agent].lookup(run_id)
-            except EventsUnavailableError as exc:
-                return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
-            if seen is None:
-                return error_response(
-                    404, "unknown_run", f"agent {agent!r} has no run {run_id!r}",
-                    "check the run id and the agent; a run shows up about one checkpoint "
-                    "interval after its task",
-                )  # fmt: skip
-            if seen.status == RunStatus.ROLLING_BACK.value:
-                return error_response(
-                    409, "rolling_back", f"run {run_id!r} is being rolled back already",
-                    "wait until it is rolled_back (or waits for you), then roll back further",
-                )  # fmt: skip
-        await send_command(bootstrap, topics.approvals, command)
+        try:
+            await request_rollback(directories[agent], topics.approvals, command, force=body.force)
+        except UnknownRunError as exc:
+            return error_response(404, "unknown_run", exc.message, exc.what_to_do)
+        except RollingBackError as exc:
+            return error_response(409, "rolling_back", exc.message, exc.what_to_do)
+        except EventsUnavailableError as exc:
+            return error_response(503, "events_unavailable", exc.message, exc.what_to_do)
         return RollbackAccepted(
             agent=agent, run_id=run_id, to_step=body.to_step, by=by, topic=topics.approvals
         )

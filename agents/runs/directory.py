@@ -37,7 +37,12 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from sluicegate.agents.exceptions import EventsUnavailableError, RunNotWaitingError, UnknownRunError
+from sluicegate.agents.exceptions import (
+    EventsUnavailableError,
+    RollingBackError,
+    RunNotWaitingError,
+    UnknownRunError,
+)
 from sluicegate.agents.runs.state import RunStatus
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 from sluicegate.operators.runtime.partitioner import partition_for
@@ -87,6 +92,16 @@ class RunDirectory:
             raise RunNotWaitingError(
                 self.agent, run_id, seen.status, waits_on=seen.waits_on, call_id=call_id
             )
+        return seen
+
+    async def check_rollback(self, run_id: str) -> RunSeen:
+        """The run, if a rollback may be asked of it: it has events and is not being rolled
+        back already; else raise `UnknownRunError` or `RollingBackError`."""
+        seen = await self.lookup(run_id)
+        if seen is None:
+            raise UnknownRunError(self.agent, run_id, self.topic)
+        if seen.status == RunStatus.ROLLING_BACK.value:
+            raise RollingBackError(self.agent, run_id)
         return seen
 
     async def _catch_up(self, run_id: str) -> int:

@@ -23,10 +23,11 @@ from sluicegate.coordinator.httpapi.savepoint_models import (
     SavepointInfo,
 )
 from sluicegate.operators.savepoints.exceptions import SavepointNotFoundError, SavepointRefusedError
+from sluicegate.operators.savepoints.manifest import SAVEPOINT_NAME
 
 __all__ = ["SavepointView", "savepoints_router"]
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
+_NAME = SAVEPOINT_NAME
 _NamePath = Annotated[str, Path(pattern=_NAME, description="the savepoint's name")]
 
 

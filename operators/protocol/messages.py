@@ -35,6 +35,7 @@ from pydantic import (
 from sluicegate.operators.protocol.channels import TopicPartition
 
 __all__ = [
+    "RECORDS_GROUP",
     "SEGMENT_NAME",
     "STATE_HANDLE_SCHEMA_VERSION",
     "Assign",
@@ -58,6 +59,12 @@ __all__ = [
 ]
 
 STATE_HANDLE_SCHEMA_VERSION = 1
+RECORDS_GROUP = "records"
+"""The group of a heartbeat's counts the engine itself reports for every running subtask:
+``in`` and ``out`` (records read and emitted, as ``sluicegate_records_in_total`` and
+``_out_total``) and ``lag`` (consumer lag over its partitions, once read). It rides in
+`Heartbeat.counts`, which coordinators of every version sum per operator, so no field was
+added to the wire; an operator's own group of that name is replaced."""
 SEGMENT_NAME = re.compile(r"^changelog-([0-9]{12})$")
 """A state changelog segment's file name; the group is its checkpoint id
 (`operators.state.changelog`)."""
@@ -182,7 +189,8 @@ class Heartbeat:
     attempt: int
     subtasks: tuple[str, ...]
     counts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
-    """Per running subtask, its operator's `Operator.status_counts` (for ``sluicegate status``)."""
+    """Per running subtask, its operator's `Operator.status_counts` and `RECORDS_GROUP` (for
+    ``sluicegate status`` and the console's Job page)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,14 @@ class Subtask:
         """Records emitted by this subtask."""
         return self._running.outputs.records_out if self._running else 0
 
+    def records_counts(self) -> dict[str, int]:
+        """`RECORDS_GROUP` of the heartbeat: records in and out, and the lag once read."""
+        counts = {"in": self.records_in, "out": self.records_out}
+        lag = self._running.metrics.lag_records if self._running else None
+        if lag is not None:
+            counts["lag"] = lag
+        return counts
+
     @property
     def dead_letters(self) -> int:
         """Input records this subtask dead-lettered."""

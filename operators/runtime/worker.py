@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from sluicegate.operators.graph import JobGraph, SubtaskId
 from sluicegate.operators.kafka import KafkaLike
 from sluicegate.operators.protocol.messages import (
+    RECORDS_GROUP,
     Assign,
     CheckpointAborted,
     CheckpointCompleted,
@@ -138,7 +139,7 @@ class Worker:
     async def _heartbeat(self) -> None:
         while True:
             running = tuple(sorted(n for n, h in self._hosted.items() if not h.task.done()))
-            counts = {n: c for n in running if (c := self._hosted[n].subtask.status_counts())}
+            counts = {n: self._counts(n) for n in running}
             await self.send(
                 Heartbeat(
                     self.worker_id,
@@ -150,6 +151,12 @@ class Worker:
                 )
             )
             await asyncio.sleep(self.settings.heartbeat_seconds)
+
+    def _counts(self, name: str) -> dict[str, dict[str, int]]:
+        """What the heartbeat reports of running subtask ``name``: its operator's counts and
+        the engine's own `RECORDS_GROUP`."""
+        subtask = self._hosted[name].subtask
+        return {**subtask.status_counts(), RECORDS_GROUP: subtask.records_counts()}
 
     async def _on_command(self, message: object) -> None:
         if isinstance(message, Assign):

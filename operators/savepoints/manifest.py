@@ -24,17 +24,23 @@ from sluicegate.operators.savepoints.exceptions import CorruptSavepointError, Sa
 __all__ = [
     "FORMAT_VERSION",
     "MAX_MANIFEST_BYTES",
+    "SAVEPOINT_NAME",
     "OperatorState",
     "PartitionRows",
     "RowsFile",
     "SavepointManifest",
     "SubtaskMetadata",
+    "is_savepoint_name",
 ]
 
 FORMAT_VERSION = 2
 """Version of the savepoint format this build writes; it reads every version up to it.
 2: a partition's rows may be split over several files (``files``); 1 had one (``file``)."""
 MAX_MANIFEST_BYTES = 64 << 20
+SAVEPOINT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
+"""What a savepoint's name may be: it is a folder name in storage and a URL path segment. The
+manifest, ``POST /savepoints`` and the console check it with this one pattern."""
+_SAVEPOINT_NAME = re.compile(SAVEPOINT_NAME)
 _MAX_FILE_BYTES = 1 << 40
 _UID = r"[a-z0-9][a-z0-9_.-]{0,99}"
 _TOPIC = r"[a-zA-Z0-9._-]{1,249}"
@@ -114,12 +120,17 @@ class OperatorState(_Model):
         return self
 
 
+def is_savepoint_name(name: str) -> bool:
+    """Whether ``name`` is a valid savepoint name (`SAVEPOINT_NAME`)."""
+    return _SAVEPOINT_NAME.fullmatch(name) is not None
+
+
 class SavepointManifest(_Model):
     """Everything a restore from this savepoint needs; see the module docstring."""
 
     format: Literal["sluicegate-savepoint"] = "sluicegate-savepoint"
     format_version: int = Field(default=FORMAT_VERSION, ge=1, le=FORMAT_VERSION)
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+    name: str = Field(pattern=SAVEPOINT_NAME)
     pipeline: str = Field(min_length=1, max_length=200)
     created_at: float = Field(description="unix time")
     from_checkpoint: int = Field(ge=1, description="the completed checkpoint it was written from")

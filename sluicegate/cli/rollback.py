@@ -64,11 +64,10 @@ def run_rollback(args: argparse.Namespace) -> int:
         raise ConfigError("--to-step", "a step is 0 or more")
     if args.url is not None:
         return _over_api(args)
-    from sluicegate.agents.client import send_command
-    from sluicegate.agents.exceptions import UnknownRunError
+    from sluicegate.agents.client import request_rollback
+    from sluicegate.agents.exceptions import RollingBackError
     from sluicegate.agents.messages import RollbackRun
     from sluicegate.agents.runs.directory import RunDirectory
-    from sluicegate.agents.runs.state import RunStatus
 
     topic = args.topic or f"{args.agent}.approvals"
     events = args.events_topic or f"{args.agent}.events"
@@ -76,21 +75,12 @@ def run_rollback(args: argparse.Namespace) -> int:
         run_id=args.run_id, to_step=args.to_step, by=args.by or who_asks(), reason=args.reason
     )
     bootstrap = KafkaSettings.from_env(None)
-
-    async def send() -> str | None:
-        if not args.force:
-            seen = await RunDirectory(bootstrap, args.agent, events).lookup(args.run_id)
-            if seen is None:
-                raise UnknownRunError(args.agent, args.run_id, events)
-            if seen.status == RunStatus.ROLLING_BACK.value:
-                return f"run {args.run_id!r} is being rolled back already"
-        await send_command(bootstrap, topic, command)
-        return None
-
-    refused = asyncio.run(send())
-    if refused is not None:
-        print(f"sluicegate: {refused}", file=sys.stderr)
-        print("what to do: wait until it is rolled_back (or waits for you)", file=sys.stderr)
+    directory = RunDirectory(bootstrap, args.agent, events)
+    try:
+        asyncio.run(request_rollback(directory, topic, command, force=args.force))
+    except RollingBackError as exc:
+        print(f"sluicegate: {exc.message}", file=sys.stderr)
+        print(f"what to do: {exc.what_to_do}", file=sys.stderr)
         return 1
     print(
         f"rollback of run {args.run_id} to step {args.to_step} asked "

@@ -1,11 +1,13 @@
 """What the console reads and writes of the agents: the calls waiting for a person, the runs,
 and a person's decision.
 
-Nothing here reads a topic its own way: the waiting calls and the runs are `RunHistory.runs`
-(the same read as ``GET /agents/{agent}/runs`` and ``sluicegate runs``), a run's timeline is
-`RunHistory.events` (``GET .../history``), and a decision is checked and written exactly as
-``POST /agents/{agent}/runs/{run}/approve|reject`` does (`RunDirectory.check_decision`, then
-`send_decision`), under the signed-in person's name.
+Nothing here reads a topic its own way: the waiting calls and the runs come from a `RunIndex`
+per agent, which folds the events with the code of `RunHistory.runs` (``GET
+/agents/{agent}/runs``, ``sluicegate runs``) but reads, on each request, only what was
+committed since the previous one; a run's timeline is `RunHistory.events` (``GET
+.../history``), read from the run's first event on; and a decision is checked and written
+exactly as ``POST /agents/{agent}/runs/{run}/approve|reject`` does
+(`RunDirectory.check_decision`, then `send_decision`), under the signed-in person's name.
 """
 
 from __future__ import annotations
@@ -14,20 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluicegate.agents.client import request_fork, send_command, send_decision
+from sluicegate.agents.client import request_fork, request_rollback, send_decision
 from sluicegate.agents.declaration import AgentTopics
-from sluicegate.agents.exceptions import DecisionRefusedError, UnknownRunError
+from sluicegate.agents.fork.patch import ForkPatch
 from sluicegate.agents.history.events import RunHistory, RunSummary
+from sluicegate.agents.history.index import RunIndex
 from sluicegate.agents.messages import ApprovalDecision, ForkRun, RollbackRun
 from sluicegate.agents.runs.directory import RunDirectory
-from sluicegate.agents.runs.state import RunStatus
 from sluicegate.console.run_filter import RunFilter
 from sluicegate.operators.kafka import KafkaLike
 
 __all__ = ["AgentDesk", "RunPage", "WaitingCall"]
-
-_RUNS_READ = 100_000
-"""Runs `RunHistory.runs` keeps per read: the console pages and filters in this process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +59,16 @@ class AgentDesk:
         self._bootstrap = bootstrap
         self._topics = dict(agents)
         self._histories = {n: RunHistory(bootstrap, n, t.events) for n, t in agents.items()}
+        self._indexes = {n: RunIndex(h) for n, h in self._histories.items()}
         self._directories = {n: RunDirectory(bootstrap, n, t.events) for n, t in agents.items()}
 
     @property
     def agents(self) -> list[str]:
         return sorted(self._topics)
+
+    def index(self, agent: str) -> RunIndex:
+        """The runs of ``agent`` as this desk last read them (KeyError: no such agent)."""
+        return self._indexes[agent]
 
     async def waiting(self) -> list[WaitingCall]:
         """Every call waiting for a person, the longest waiting first.
@@ -74,7 +78,7 @@ class AgentDesk:
         """
         found: list[WaitingCall] = []
         for agent in self.agents:
-            for run in await self._histories[agent].runs(limit=_RUNS_READ):
+            for run in await self._indexes[agent].runs():
                 asked = run.waiting
                 if asked is None:
                     continue
@@ -103,7 +107,7 @@ class AgentDesk:
             KeyError: no such agent.
             EventsUnavailableError: its events topic cannot be read now.
         """
-        runs = await self._histories[agent].runs(limit=_RUNS_READ)
+        runs = await self._indexes[agent].runs()
         matched = [r for r in runs if where.matches(r, now)]
         return RunPage(tuple(matched[offset : offset + limit]), len(matched), offset)
 
@@ -114,7 +118,8 @@ class AgentDesk:
             KeyError: no such agent.
             UnknownRunError, HistoryError, EventsUnavailableError: as `RunHistory.events`.
         """
-        return await self._histories[agent].events(run_id)
+        start = self._indexes[agent].first_offset(run_id)
+        return await self._histories[agent].events(run_id, from_offset=start)
 
     async def decide(
         self, agent: str, run_id: str, *, call_id: str, approved: bool, by: str, reason: str | None
@@ -133,9 +138,20 @@ class AgentDesk:
         )
         await send_decision(self._bootstrap, topics.approvals, decision)
 
-    async def fork(self, agent: str, run_id: str, *, from_step: int, by: str) -> ForkRun:
-        """Fork the run after ``from_step`` in the name of ``by``, exactly as
-        ``POST /agents/{agent}/runs/{run}/fork`` without a patch does (`request_fork`).
+    async def fork(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        from_step: int,
+        by: str,
+        patch: ForkPatch | None = None,
+        recorded_only: bool = False,
+    ) -> ForkRun:
+        """Fork the run after ``from_step`` in the name of ``by``, with one change
+        (``patch``) and executing no tool with an effect if ``recorded_only``: exactly as
+        ``POST /agents/{agent}/runs/{run}/fork`` and ``sluicegate runs fork`` do
+        (`request_fork`).
 
         Raises:
             KeyError: no such agent.
@@ -143,28 +159,31 @@ class AgentDesk:
                 was written.
         """
         history, approvals = self._histories[agent], self._topics[agent].approvals
-        return await request_fork(history, approvals, run_id, from_step, by=by)
+        return await request_fork(
+            history, approvals, run_id, from_step, patch=patch, recorded_only=recorded_only,
+            by=by,
+        )  # fmt: skip
 
     async def rollback(
-        self, agent: str, run_id: str, *, to_step: int, by: str, reason: str | None
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        to_step: int,
+        by: str,
+        reason: str | None,
+        force: bool = False,
     ) -> None:
         """Undo the effects of the run's steps after ``to_step``, in the name of ``by``, with
-        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` (without ``force``): the
-        run exists and is not being rolled back already.
+        the checks of ``POST /agents/{agent}/runs/{run}/rollback`` and ``sluicegate runs
+        rollback`` (`request_rollback`): the run exists and is not being rolled back already,
+        unless ``force``.
 
         Raises:
             KeyError: no such agent.
-            UnknownRunError, DecisionRefusedError: refused, nothing was written.
+            UnknownRunError, RollingBackError: refused, nothing was written.
             EventsUnavailableError: the events topic cannot be read now.
         """
-        topics = self._topics[agent]
         command = RollbackRun(run_id=run_id, to_step=to_step, by=by, reason=reason)
-        seen = await self._directories[agent].lookup(run_id)
-        if seen is None:
-            raise UnknownRunError(agent, run_id, topics.events)
-        if seen.status == RunStatus.ROLLING_BACK.value:
-            raise DecisionRefusedError(
-                agent, run_id, f"run {run_id!r} is being rolled back already",
-                "wait until it is rolled_back (or waits for you), then roll back further",
-            )  # fmt: skip
-        await send_command(self._bootstrap, topics.approvals, command)
+        approvals = self._topics[agent].approvals
+        await request_rollback(self._directories[agent], approvals, command, force=force)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sluicegate.agents.history.events import RunSummary
+from sluicegate.console import records
 from sluicegate.console.inbox import RunPage, WaitingCall
 from sluicegate.console.markup import (
     Safe,
@@ -33,6 +34,7 @@ from sluicegate.coordinator.facts import CoordinatorFacts
 from sluicegate.coordinator.httpapi.savepoint_models import SavepointInfo
 from sluicegate.coordinator.httpapi.view import CheckpointInfo, JobStatus, SubtaskInfo, WorkerInfo
 from sluicegate.operators.graph import JobGraph
+from sluicegate.operators.protocol.messages import RECORDS_GROUP
 
 __all__ = [
     "approvals_body",
@@ -43,6 +45,10 @@ __all__ = [
     "runs_body",
     "sign_in_body",
 ]
+
+
+_RECORD_HEADERS = ("Records in", "Records out", "Lag")
+_UNREPORTED = records.RecordCounts()
 
 
 def notice(message: str | None, *, error: bool = False) -> Safe:
@@ -91,7 +97,8 @@ def job_body(
     subtasks: Sequence[SubtaskInfo],
     facts: CoordinatorFacts,
 ) -> Safe:
-    """The Job page: state, the pipeline graph, where each subtask runs, workers, incidents."""
+    """The Job page: state, the pipeline graph with records in/out and lag per operator,
+    where each subtask runs (with its own), workers, other counts, incidents."""
     state_class = "state-bad" if status.state in ("failed", "recovering") else "state-ok"
     summary = _facts(
         [
@@ -121,9 +128,10 @@ def job_body(
             for name, spec in sorted(graph.topics.items())
         ],
     )
+    by_operator, by_subtask = records.per_operator(status.counts), records.per_subtask(facts)
     operators = table(
-        "Operators",
-        ["Operator", "Kind", "Reads", "Writes", "Parallelism"],
+        "Operators (records and lag: the current attempt, summed over the subtasks)",
+        ["Operator", "Kind", "Reads", "Writes", "Parallelism", *_RECORD_HEADERS],
         [
             (
                 op.uid,
@@ -131,6 +139,7 @@ def job_body(
                 ", ".join(op.inputs),
                 ", ".join(op.outputs),
                 op.parallelism,
+                *by_operator.get(op.uid, _UNREPORTED).cells(),
             )
             for op in graph.operators.values()
         ],
@@ -142,13 +151,22 @@ def job_body(
             (uid, group, name, value)
             for uid, groups in sorted(status.counts.items())
             for group, names in sorted(groups.items())
+            if group != RECORDS_GROUP
             for name, value in sorted(names.items())
         ],
     )
     placed = table(
         "Subtasks",
-        ["Subtask", "Worker", "Attempt"],
-        [(s.subtask, s.worker_id or "unassigned", s.attempt) for s in subtasks],
+        ["Subtask", "Worker", "Attempt", *_RECORD_HEADERS],
+        [
+            (
+                s.subtask,
+                s.worker_id or "unassigned",
+                s.attempt,
+                *by_subtask.get(s.subtask, _UNREPORTED).cells(),
+            )
+            for s in subtasks
+        ],
     )
     hosts = table(
         "Workers",
@@ -189,7 +207,7 @@ def job_body(
             tag("h2", "Where it runs"),
             placed,
             hosts,
-            tag("h2", "Records"),
+            tag("h2", "Counts"),
             counts,
             tag("h2", "Incidents"),
             _facts(incidents),

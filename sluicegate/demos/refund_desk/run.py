@@ -118,7 +118,9 @@ async def run_agent_demo(
                 code = _summary(results, runs, world.state.stats(), approver.approved, status,
                                 recovery_s, time.monotonic() - started)  # fmt: skip
                 print(f"\nweb console: http://127.0.0.1:{port}/console/ (Ctrl-C stops the demo)")
-                await running  # the supervisor stops every process on Ctrl-C
+                stopped = await running  # the supervisor stops every process on Ctrl-C
+                if stopped > 128:
+                    print(f"demo stopped by {signal.Signals(stopped - 128).name}")
                 return code
         finally:
             if approving is not None:

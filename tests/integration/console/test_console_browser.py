@@ -241,6 +241,21 @@ def reload_until(driver: WebDriver, url: str, text: str, timeout_s: float) -> No
     wait_for_sync(shown, timeout_s=timeout_s, interval_s=0.5, what=f"{text!r} at {url}")
 
 
+def records_of(driver: WebDriver, url: str, caption: str, first_cell: str) -> tuple[int, int]:
+    """Records in and out in the row of ``first_cell`` of the Job page's table whose caption
+    starts with ``caption`` (reloaded); 0 for a number not reported ("—")."""
+    driver.get(f"{url}/console/job")
+    row = driver.find_element(
+        By.XPATH, f"//table[starts-with(caption, '{caption}')]//tr[td[1]='{first_cell}']"
+    )
+    cells = [cell.text.replace(",", "") for cell in row.find_elements(By.TAG_NAME, "td")]
+    records_in, records_out = cells[-3], cells[-2]
+    return (
+        int(records_in) if records_in.isdigit() else 0,
+        int(records_out) if records_out.isdigit() else 0,
+    )
+
+
 def test_a_person_approves_in_the_console_and_nobody_else_can(
     console: Console, browser: WebDriver
 ) -> None:
@@ -266,7 +281,6 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
     assert "refund-desk" in main
     assert "w-1" in main
     assert "alive" in main
-    shot(browser, "job")
 
     # Checkpoints: the history, and a savepoint created from the page and listed.
     browser.find_element(By.LINK_TEXT, "Checkpoints").click()
@@ -314,6 +328,16 @@ def test_a_person_approves_in_the_console_and_nobody_else_can(
         lambda: console.status_of(first) == "done", timeout_s=60, interval_s=0.5,
         what=f"{first} done",
     )  # fmt: skip
+    # The Job page: the agent's records in and out, per operator and per subtask, as the
+    # workers' heartbeats report them (the run read its task and its approval).
+    browser.get(f"{url}/console/job")
+    wait_for_sync(
+        lambda: records_of(browser, url, "Operators", "refund-desk")[0] > 0, timeout_s=30,
+        interval_s=0.5, what="records in of refund-desk on the Job page",
+    )  # fmt: skip
+    per_subtask = [records_of(browser, url, "Subtasks", f"refund-desk#{i}") for i in (0, 1)]
+    assert sum(n for n, _ in per_subtask) > 0, per_subtask
+    shot(browser, "job")
     reload_until(browser, f"{url}/console/runs/refund-desk/{first}", "approved by ann", 30)
     assert "customer verified" in browser.find_element(By.TAG_NAME, "main").text
     shot(browser, "run")

@@ -106,15 +106,22 @@ async def test_the_first_fetch_after_start_observes_the_restore_duration(
     assert value("sluicegate_restore_duration_seconds_bucket", {**labels, "le": "2.5"}) == 1
 
 
+def lag_sum(instruments: SubtaskInstruments) -> int | None:
+    """The lag the heartbeat reports (a call, so each read is a fresh value to mypy)."""
+    return instruments.lag_records
+
+
 async def test_lag_is_highwater_minus_position_at_most_once_a_second(
     registry: CollectorRegistry, instruments: SubtaskInstruments, clock: Clock
 ) -> None:
     a0, a1 = TopicPartition("a", 0), TopicPartition("a", 1)
     consumer = FakeConsumer({a0: 10, a1: None}, {a0: 4, a1: 0})
     instruments.start()
+    assert lag_sum(instruments) is None  # not read yet: the heartbeat says nothing
     await instruments.on_fetch(consumer, buffered=0)
     assert lag(registry, "a", 0) == 6
     assert lag(registry, "a", 1) is None  # no fetch response for it yet
+    assert lag_sum(instruments) == 6
     assert consumer.position_calls == [a0]
 
     consumer.highwaters = {a0: 12, a1: 3}
@@ -127,6 +134,7 @@ async def test_lag_is_highwater_minus_position_at_most_once_a_second(
     clock.now += LAG_EVERY_SECONDS / 2
     await instruments.on_fetch(consumer, buffered=0)
     assert (lag(registry, "a", 0), lag(registry, "a", 1)) == (0, 2)
+    assert lag_sum(instruments) == 2  # the heartbeat's sum over the partitions
 
 
 async def test_close_removes_the_gauges_and_keeps_the_counters(
@@ -142,6 +150,7 @@ async def test_close_removes_the_gauges_and_keeps_the_counters(
     instruments.close()
     assert registry.get_sample_value("sluicegate_barrier_buffered_records", SUBTASK) is None
     assert lag(registry, "a", 0) is None
+    assert lag_sum(instruments) is None
     assert registry.get_sample_value("sluicegate_records_in_total", SUBTASK) == 1
 
 

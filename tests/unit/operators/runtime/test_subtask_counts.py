@@ -59,3 +59,7 @@ def test_failing_counts_are_logged_and_empty(
 ) -> None:
     assert subtask(tmp_path, None).status_counts() == {}
     assert "op#0: status_counts failed" in caplog.text
+
+
+def test_records_counts_of_a_subtask_not_running_are_zero_and_no_lag(tmp_path: Path) -> None:
+    assert subtask(tmp_path, {}).records_counts() == {"in": 0, "out": 0}

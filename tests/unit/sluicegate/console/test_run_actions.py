@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from sluicegate.agents.exceptions import DecisionRefusedError
+from sluicegate.agents.fork.patch import MAX_PATCH_BYTES, ForkPatch, GoalChange, describe_patch
 from sluicegate.agents.messages import ForkRun
 from tests.unit.sluicegate.console.test_console_routes import (
     ANN,
@@ -30,7 +31,9 @@ class ActingDesk(FakeDesk):
     def __init__(self) -> None:
         super().__init__()
         self.forks: list[tuple[str, int, str]] = []
+        self.fork_options: list[tuple[ForkPatch | None, bool]] = []
         self.rollbacks: list[tuple[str, int, str, str | None]] = []
+        self.forced: list[bool] = []
         self.rolling_back = False
 
     async def timeline(self, agent: str, run_id: str) -> list[dict[str, Any]]:
@@ -40,16 +43,37 @@ class ActingDesk(FakeDesk):
             {"run_id": run_id, "seq": 2, "step": 2, "type": "tool", "tool": "send_email"},
         ]
 
-    async def fork(self, agent: str, run_id: str, *, from_step: int, by: str) -> ForkRun:
+    async def fork(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        from_step: int,
+        by: str,
+        patch: ForkPatch | None = None,
+        recorded_only: bool = False,
+    ) -> ForkRun:
         self.forks.append((run_id, from_step, by))
-        return ForkRun.model_construct(run_id=f"{run_id}.fork-1")
+        self.fork_options.append((patch, recorded_only))
+        note = None if patch is None else describe_patch(patch)
+        return ForkRun.model_construct(
+            run_id=f"{run_id}.fork-1", note=note, recorded_only=recorded_only
+        )
 
     async def rollback(
-        self, agent: str, run_id: str, *, to_step: int, by: str, reason: str | None
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        to_step: int,
+        by: str,
+        reason: str | None,
+        force: bool = False,
     ) -> None:
-        if self.rolling_back:
+        if self.rolling_back and not force:
             raise DecisionRefusedError(agent, run_id, "being rolled back already", "wait")
         self.rollbacks.append((run_id, to_step, by, reason))
+        self.forced.append(force)
         self.rolling_back = True
 
 
@@ -139,3 +163,63 @@ async def test_a_run_action_needs_operate_the_sessions_token_and_the_same_origin
     assert (await browser.post("/console/runs/desk/r-1/delete", data=form)).status_code == 404
     assert (await browser.post("/console/runs/nobody/r-1/fork", data=form)).status_code == 404
     assert (desk.forks, desk.rollbacks) == ([], [])
+
+
+async def test_a_fork_with_a_patch_on_recorded_results_only_is_read_as_the_cli_reads_it(
+    browser: httpx.AsyncClient, desk: ActingDesk
+) -> None:
+    csrf = await sign_in(browser, OLGA)
+    asking = await browser.get("/console/runs/desk/r-1/act", params={"action": "fork", "step": 2})
+    assert 'name="patch"' in asking.text
+    assert 'name="recorded_only"' in asking.text
+    form = {"csrf": csrf, "step": "2", "confirm": "yes", "recorded_only": "yes",
+            "patch": '{"goal": "refund half"}'}  # fmt: skip
+    done = await browser.post("/console/runs/desk/r-1/fork", data=form)
+    assert done.status_code == 303
+    assert desk.fork_options == [(GoalChange(goal="refund half"), True)]
+    shown = (await browser.get("/console/runs/desk/r-1")).text
+    assert "after step 2 (goal replaced), on recorded results only requested by olga." in shown
+
+
+@pytest.mark.parametrize(
+    "patch",
+    ['{"goal": 3}', '{"goal": "a", "instructions": "b"}', "not json", f'{{"goal": "{HOSTILE}"'],
+)
+async def test_a_patch_that_is_not_one_is_refused_and_nothing_is_forked(
+    browser: httpx.AsyncClient, desk: ActingDesk, patch: str
+) -> None:
+    csrf = await sign_in(browser, OLGA)
+    form = {"csrf": csrf, "step": "1", "confirm": "yes", "patch": patch}
+    refused = await browser.post("/console/runs/desk/r-1/fork", data=form)
+    assert refused.status_code == 400
+    assert "Nothing was done: the patch is not a patch" in refused.text
+    assert "<script" not in refused.text
+    assert desk.forks == []
+
+
+def test_a_patch_larger_than_the_cli_takes_is_refused_too() -> None:
+    from sluicegate.console.run_actions import ActionForm
+
+    big = '{"goal": "' + "x" * MAX_PATCH_BYTES + '"}'
+    form = {"step": "1", "confirm": "yes", "patch": big}
+    assert ActionForm.parse("fork", form) == (
+        f"Nothing was done: the patch is larger than {MAX_PATCH_BYTES} bytes"
+    )
+
+
+async def test_a_forced_rollback_skips_the_check_and_says_so(
+    browser: httpx.AsyncClient, desk: ActingDesk
+) -> None:
+    csrf = await sign_in(browser, OLGA)
+    asking = await browser.get("/console/runs/desk/r-1/act?action=rollback&step=1")
+    assert 'name="force"' in asking.text
+    form = {"csrf": csrf, "step": "1", "confirm": "yes"}
+    assert (await browser.post("/console/runs/desk/r-1/rollback", data=form)).status_code == 303
+    again = await browser.post("/console/runs/desk/r-1/rollback", data=form)
+    assert again.status_code == 303
+    assert "Nothing done" in (await browser.get("/console/runs/desk/r-1")).text
+    forced = await browser.post("/console/runs/desk/r-1/rollback", data={**form, "force": "yes"})
+    assert forced.status_code == 303
+    assert desk.forced == [False, True]
+    shown = (await browser.get("/console/runs/desk/r-1")).text
+    assert "Rollback of run r-1 to step 1 (forced: not checked) requested by olga." in shown

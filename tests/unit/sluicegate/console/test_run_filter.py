@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from sluicegate.agents.history.events import RunHistory, RunSummary
+from sluicegate.agents.history.index import RunIndex
 from sluicegate.console.run_filter import RunFilter
 from tests.unit.sluicegate.console.test_console_routes import (
     BASE,
@@ -89,20 +90,20 @@ def test_the_query_round_trips() -> None:
     assert (again, problems) == (where, [])
 
 
-class FakeHistory(RunHistory):
+class FakeIndex(RunIndex):
     """120 runs: the even ones of tenant acme, the first 60 started in the last hour."""
 
-    async def runs(self, *, limit: int = 1000) -> list[RunSummary]:
+    async def runs(self) -> list[RunSummary]:
         return [
             run(f"r-{n:03}", 0.5 if n < 60 else 5, {"tenant": "acme" if n % 2 == 0 else HOSTILE})
             for n in range(120)
-        ][:limit]
+        ]
 
 
 @pytest.fixture
 async def browser() -> Any:
     desk = FakeDesk()
-    desk._histories = {"desk": FakeHistory("127.0.0.1:1", "desk", "e")}
+    desk._indexes = {"desk": FakeIndex(RunHistory("127.0.0.1:1", "desk", "e"))}
     app = app_with(TOKENS, desk, clock=lambda: NOW)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
         yield client
