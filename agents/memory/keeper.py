@@ -1,0 +1,105 @@
+"""`MemoryKeeper`: what the agent operator does with memory, one method per moment.
+
+* `context`, before a model call: the read rule's entries of the run's key as one system
+  message, and their ids for the ``model`` event (``memory_read``); the key's expired entries
+  are deleted first.
+* `written`, at a safe point, in the same call as the run's state is written: a ``tool`` event
+  of ``remember`` without an error appends its text as a ``note``; with `Memory.summary`, a run
+  finishing ``done`` appends its answer as a ``summary``. The event names the entries
+  (``memory_written``).
+* `erase`, on an `EraseMemory` command: every row of the key.
+
+The run's key is computed from what its state keeps of its task (run id, goal, metadata), by
+the same `Memory.key_of` the router placed the task by.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sluicegate.agents.memory.config import Memory
+from sluicegate.agents.memory.entries import EntryKind
+from sluicegate.agents.memory.rows import MemoryRows, NewEntry
+from sluicegate.agents.memory.tool import REMEMBER, context_message, remembered_text
+from sluicegate.agents.models.contract import ChatMessage
+from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.state import RunState, RunStatus
+from sluicegate.operators.state.store import PartitionState
+
+__all__ = ["MemoryKeeper", "with_context"]
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryKeeper:
+    """An agent operator's memory; see the module docstring."""
+
+    def __init__(self, memory: Memory, clock: Callable[[], float]) -> None:
+        self.memory = memory
+        self._clock = clock
+
+    def key_of(self, state: RunState) -> str | None:
+        """The run's memory key; None (logged) if it has none or the key function fails."""
+        try:
+            return self.memory.key_of_run(state.run_id, state.goal, state.metadata)
+        except ValueError as exc:
+            logger.warning("run %s runs without memory: %s", state.run_id, exc)
+            return None
+
+    def context(
+        self, run: RunState, state: PartitionState, now: float
+    ) -> tuple[ChatMessage | None, list[str]]:
+        """The read rule's message for the run's next model call, and the entries it holds."""
+        key = self.key_of(run)
+        if key is None:
+            return None, []
+        rows = MemoryRows(state)
+        rows.purge_expired(key, now=now)
+        m = self.memory
+        entries = rows.readable(key, now=now, recent=m.recent, max_tokens=m.max_tokens)
+        return context_message(key, entries), [e.entry_id for e in entries]
+
+    def written(self, step: machine.Transition, state: PartitionState) -> machine.Transition:
+        """Write what ``step`` puts into memory; ``step`` with its event naming the entries."""
+        texts = self._texts(step)
+        key = self.key_of(step.state) if texts else None
+        if key is None:
+            return step
+        rows, now, run = MemoryRows(state), self._clock(), step.state
+        rows.purge_expired(key, now=now)
+        ids = []
+        for kind, text, source in texts:
+            new = NewEntry(key, kind, text, run.run_id, run.step, source)
+            stored = rows.append(new, now=now, ttl_s=self.memory.ttl_s)
+            ids.append(stored.entry_id)
+            logger.debug("run %s wrote memory %s", run.run_id, stored.entry_id)
+        return machine.Transition(step.state, step.event | {"memory_written": ids})
+
+    def erase(self, key: str, state: PartitionState) -> int:
+        """Delete every entry of ``key``; how many there were."""
+        return MemoryRows(state).erase(key)
+
+    def _texts(self, step: machine.Transition) -> list[tuple[EntryKind, str, str]]:
+        """(kind, text, source) of each entry ``step`` writes."""
+        run, event = step.state, step.event
+        texts: list[tuple[EntryKind, str, str]] = []
+        if event.get("type") == "tool" and event.get("tool") == REMEMBER:
+            text = remembered_text(event.get("result")) if event.get("error") is None else None
+            if text is not None:
+                texts.append(("note", text, str(event.get("key"))))
+        finished = event.get("type") == "model" and run.status is RunStatus.DONE
+        if self.memory.summary and finished:  # only a model reply finishes a run done
+            answer = (run.answer or "").strip()[: self.memory.max_entry_chars]
+            if answer:
+                texts.append(("summary", answer, f"{run.run_id}/summary"))
+        return texts
+
+
+def with_context(messages: list[ChatMessage], message: ChatMessage | None) -> list[ChatMessage]:
+    """``messages`` with the memory ``message`` after the leading system message (the
+    instructions), or first when there is none."""
+    if message is None:
+        return messages
+    at = 1 if messages and messages[0].role == "system" else 0
+    return [*messages[:at], message, *messages[at:]]
