@@ -20,8 +20,8 @@ from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import read_committed
 from tests.helpers import wait_for
-from tests.integration.agents.memory_agent import memory_graph, seen, seen_ids, task
 from tests.jobs import Job, running
+from tests.memory_agent import memory_graph, seen, seen_ids, task
 
 
 async def results(bootstrap: str, topic: str, count: int) -> dict[str, RunResult]:
