@@ -11,8 +11,11 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from sluicegate.agents.client import send_command, submit_tasks
-from sluicegate.agents.messages import EraseMemory, RunResult, TaskRequest
+import pytest
+
+from sluicegate.agents.client import submit_tasks
+from sluicegate.agents.messages import RunResult, TaskRequest
+from sluicegate.cli.main import _parser
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
@@ -150,15 +153,31 @@ async def test_a_savepoint_restored_at_3_then_at_1_keeps_every_key_s_memory(
         assert seen(done[f"three-{key}"].answer) == [f"{key} first", f"{key} second"]
 
 
-async def test_an_erased_key_is_seen_by_no_later_run(kafka_bootstrap: str, tmp_path: Path) -> None:
+def sluicegate(*argv: str) -> int:
+    args = _parser().parse_args(list(argv))
+    code: int = args.run(args)
+    return code
+
+
+async def test_an_erased_key_is_seen_by_no_later_run(
+    kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tag = uuid.uuid4().hex[:8]
     graph, topics = memory_graph(tag, parallelism=2)
     storage = open_storage(tmp_path / "storage")
+    where = ["--agent", "keeper", "--storage", (tmp_path / "storage").as_uri()]
 
     def job() -> LocalJob:
         return LocalJob(
             graph, bootstrap=kafka_bootstrap, storage=storage, work_dir=tmp_path / "work",
             settings=CoordinatorSettings(interval_seconds=0.3),
+        )  # fmt: skip
+
+    async def checkpoints_after_now(count: int) -> None:
+        completed = running_job.completed
+        await wait_for(
+            lambda: running_job.completed >= completed + count or None, timeout_s=30,
+            what=f"{count} more checkpoints",
         )  # fmt: skip
 
     running_job = job()
@@ -167,12 +186,20 @@ async def test_an_erased_key_is_seen_by_no_later_run(kafka_bootstrap: str, tmp_p
         writes = [task("w-x", "remember: card 4242", "c-x"), task("w-y", "remember: kept", "c-y")]
         await submit_tasks(kafka_bootstrap, topics.tasks, writes)
         await results(kafka_bootstrap, topics.results, 2)
-        await send_command(kafka_bootstrap, topics.approvals, EraseMemory(key="c-x", by="dpo"))
-        completed = running_job.completed
-        await wait_for(
-            lambda: running_job.completed >= completed + 2 or None, timeout_s=30,
-            what="two checkpoints after the erasure",
-        )  # fmt: skip
+        await checkpoints_after_now(2)
+        capsys.readouterr()
+        assert await asyncio.to_thread(sluicegate, "memory", "list", "--json", *where) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert {k: v["entries"] for k, v in listed["keys"].items()} == {"c-x": 1, "c-y": 1}
+        assert await asyncio.to_thread(sluicegate, "memory", "show", "--key", "c-x", *where) == 0
+        assert "card 4242" in capsys.readouterr().out
+        erase = ["memory", "erase", "--key", "c-x", "--agent", "keeper", "--by", "dpo"]
+        erase += ["--topic", topics.approvals, "--bootstrap", kafka_bootstrap]
+        assert await asyncio.to_thread(sluicegate, *erase) == 0
+        await checkpoints_after_now(2)
+        capsys.readouterr()
+        assert await asyncio.to_thread(sluicegate, "memory", "show", "--key", "c-x", *where) == 0
+        assert "no memory of 'c-x'" in capsys.readouterr().out
         await running_job.crash()  # the restored checkpoint is one taken after the erasure
         running_job = job()
         await running_job.start()
@@ -183,4 +210,3 @@ async def test_an_erased_key_is_seen_by_no_later_run(kafka_bootstrap: str, tmp_p
         await running_job.crash()
     assert done["r-x"].answer == "no memory"
     assert seen(done["r-y"].answer) == ["kept"]
-    assert json.loads(json.dumps(done["r-y"].metadata)) == {"customer_id": "c-y"}
