@@ -13,7 +13,7 @@ from typing import Literal
 
 from sluicegate.agents.blobs.policy import BlobPolicy
 from sluicegate.agents.memory.config import Memory
-from sluicegate.agents.memory.tool import REMEMBER
+from sluicegate.agents.memory.tool import FORGET, REMEMBER
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ModelClient
 from sluicegate.agents.runs.state import Budget
@@ -67,8 +67,9 @@ class Agent:
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.declared_tools]
-        if self.memory is not None and REMEMBER in names:
-            raise ToolDeclarationError(REMEMBER, "an agent with memory has this tool built in")
+        for builtin in (REMEMBER, FORGET):
+            if self.memory is not None and builtin in names:
+                raise ToolDeclarationError(builtin, "an agent with memory has this tool built in")
         if len(set(names)) != len(names):
             raise ToolDeclarationError(self.name, f"duplicate tool names in {names}")
         for t in self.declared_tools:

@@ -7,6 +7,10 @@
   of ``remember`` without an error appends its text as a ``note``; with `Memory.summary`, a run
   finishing ``done`` appends its answer as a ``summary``. The event names the entries
   (``memory_written``).
+* `written` also undoes, for a rollback (`agents.rollback.machine`): its ``rollback_started``
+  deletes the run's ``summary`` entry (written when the run finished, after any step a
+  rollback goes back to), and each ``compensation`` by ``forget`` of a ``remember`` call
+  deletes that call's entry (``memory_removed`` in the event).
 * `erase`, on an `EraseMemory` command: every row of the key.
 
 The run's key is computed from what its state keeps of its task (run id, goal, metadata), by
@@ -21,7 +25,7 @@ from collections.abc import Callable
 from sluicegate.agents.memory.config import Memory
 from sluicegate.agents.memory.entries import EntryKind
 from sluicegate.agents.memory.rows import MemoryRows, NewEntry
-from sluicegate.agents.memory.tool import REMEMBER, context_message, remembered_text
+from sluicegate.agents.memory.tool import FORGET, REMEMBER, context_message, remembered_text
 from sluicegate.agents.models.contract import ChatMessage
 from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.state import RunState, RunStatus
@@ -61,20 +65,35 @@ class MemoryKeeper:
         return context_message(key, entries), [e.entry_id for e in entries]
 
     def written(self, step: machine.Transition, state: PartitionState) -> machine.Transition:
-        """Write what ``step`` puts into memory; ``step`` with its event naming the entries."""
-        texts = self._texts(step)
-        key = self.key_of(step.state) if texts else None
+        """Write (or, for a rollback, remove) what ``step`` puts into memory; ``step`` with
+        its event naming the entries."""
+        texts, removed = self._texts(step), self._removed(step)
+        key = self.key_of(step.state) if texts or removed else None
         if key is None:
             return step
-        rows, now, run = MemoryRows(state), self._clock(), step.state
+        rows, now, run, event = MemoryRows(state), self._clock(), step.state, step.event
         rows.purge_expired(key, now=now)
+        if removed:
+            event = event | {"memory_removed": rows.remove_sources(key, removed)}
         ids = []
         for kind, text, source in texts:
             new = NewEntry(key, kind, text, run.run_id, run.step, source)
             stored = rows.append(new, now=now, ttl_s=self.memory.ttl_s)
             ids.append(stored.entry_id)
             logger.debug("run %s wrote memory %s", run.run_id, stored.entry_id)
-        return machine.Transition(step.state, step.event | {"memory_written": ids})
+        if ids:
+            event = event | {"memory_written": ids}
+        return machine.Transition(step.state, event)
+
+    def _removed(self, step: machine.Transition) -> set[str]:
+        """The sources whose entries a rollback's ``step`` removes."""
+        event = step.event
+        if event.get("type") == "rollback_started":
+            return {f"{step.state.run_id}/summary"}
+        if event.get("type") == "compensation" and event.get("tool") == FORGET:
+            source = event.get("arguments", {}).get("source") if not event.get("error") else None
+            return {source} if isinstance(source, str) and source else set()
+        return set()
 
     def erase(self, key: str, state: PartitionState) -> int:
         """Delete every entry of ``key``; how many there were."""

@@ -104,6 +104,15 @@ class MemoryRows:
                 gone += 1
         return gone
 
+    def remove_sources(self, key: str, sources: set[str]) -> list[str]:
+        """Delete the entries of ``key`` that ``sources`` wrote; their ids."""
+        gone = []
+        for row, entry in list(self._decoded(entry_prefix(key))):
+            if entry.source in sources:
+                self._state.delete(row)
+                gone.append(entry.entry_id)
+        return gone
+
     def erase(self, key: str) -> int:
         """Delete every row of ``key``, unreadable entries and its counter included; how many
         entries there were. Numbering starts again at 0."""

@@ -14,7 +14,7 @@ from pydantic import JsonValue
 from sluicegate import Agent
 from sluicegate.agents.memory.config import Memory
 from sluicegate.agents.memory.rows import MemoryRows
-from sluicegate.agents.messages import ApprovalDecision, EraseMemory, TaskRequest
+from sluicegate.agents.messages import ApprovalDecision, EraseMemory, RollbackRun, TaskRequest
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.runs.state import RunState, run_key
@@ -180,3 +180,28 @@ def test_an_agent_with_memory_may_not_declare_its_own_remember_tool() -> None:
     with pytest.raises(ToolDeclarationError, match="built in"):
         Agent("a", ScriptedModel(remembering), [remember], "x", memory=Memory(key="k"))
     Agent("a", ScriptedModel(remembering), [remember], "x")  # without memory it is a tool
+
+
+async def test_a_rollback_removes_the_entries_the_run_wrote_after_the_step() -> None:
+    desk = MemoryDesk(Memory(key="customer_id", summary=True))
+    await desk.open()
+    await desk.start("r1", "remember: refunded order o-1")
+    await desk.start("r2", "remember: kept by another run")
+    await desk.drain()
+    assert sorted(desk.memory("c-1")) == sorted(
+        ["refunded order o-1", "kept by another run"]
+        + [desk.answers()[r] or "" for r in ("r1", "r2")]
+    )
+    rows = MemoryRows(desk.world.state(TOPICS.tasks))
+    of_r1 = sorted(e.entry_id for e in rows.entries("c-1") if e.run_id == "r1")
+    assert len(of_r1) == 2  # its note and its summary
+    await desk.send(TOPICS.approvals, RollbackRun(run_id="r1", to_step=0, by="ann"))
+    await desk.drain()
+    assert desk.run_state("r1").status.value == "rolled_back"
+    # r1's note (compensated by forget) and its summary (at the rollback's start) are gone.
+    assert sorted(desk.memory("c-1")) == sorted(["kept by another run", desk.answers()["r2"] or ""])
+    events = [e for e in desk.world.events() if e["run_id"] == "r1"]
+    removed = [i for e in events for i in e.get("memory_removed", [])]
+    assert sorted(removed) == of_r1
+    (forget,) = [e for e in events if e["type"] == "compensation" and e.get("tool") == "forget"]
+    assert forget["arguments"] == {"source": "r1/1/0"}
