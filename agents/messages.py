@@ -141,6 +141,10 @@ class ForkRun(BaseModel):
     )
     """The tools the parent was offered (`RunState.offered_tools`): the fork refuses a call of
     one that is gone. Absent in older commands: none."""
+    memory_as_of: float | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """When the parent settled after ``from_step``: an agent with memory gives the fork only
+    the entries of its key written up to then, and its own (``docs/memory.md``). Not written
+    when None (older readers refuse unknown fields); absent: the key's memory as it is."""
 
     def origin(self) -> ForkOrigin:
         return ForkOrigin(

@@ -330,6 +330,8 @@ class AgentOperator(Operator):
             "run %s forked from %s after step %d by %s",
             fork.run_id, fork.parent_run_id, fork.from_step, fork.by,
         )  # fmt: skip
+        if self._memory is not None and fork.memory_as_of is not None:
+            self._memory.as_of(fork.run_id, fork.memory_as_of, tasks)
         self._save(machine.Transition(start.state, start.event | {"by": fork.by}), tasks, ctx)
         ctx.wake(fork.run_id.encode(), topic=self.topics.tasks)
 

@@ -12,6 +12,8 @@
   rollback goes back to), and each ``compensation`` by ``forget`` of a ``remember`` call
   deletes that call's entry (``memory_removed`` in the event).
 * `erase`, on an `EraseMemory` command: every row of the key.
+* `as_of`, when a fork starts: the fork reads only entries written up to its parent's step
+  (and its own), kept as a row ``memory-asof/<run_id>`` beside the run.
 
 The run's key is computed from what its state keeps of its task (run id, goal, metadata), by
 the same `Memory.key_of` the router placed the task by.
@@ -23,7 +25,7 @@ import logging
 from collections.abc import Callable
 
 from sluicegate.agents.memory.config import Memory
-from sluicegate.agents.memory.entries import EntryKind
+from sluicegate.agents.memory.entries import EntryKind, MemoryEntry
 from sluicegate.agents.memory.rows import MemoryRows, NewEntry
 from sluicegate.agents.memory.tool import FORGET, REMEMBER, context_message, remembered_text
 from sluicegate.agents.models.contract import ChatMessage
@@ -34,6 +36,19 @@ from sluicegate.operators.state.store import PartitionState
 __all__ = ["MemoryKeeper", "with_context"]
 
 logger = logging.getLogger(__name__)
+
+_AS_OF = b"memory-asof/"
+
+
+def _seconds(raw: bytes | None) -> float | None:
+    try:
+        return None if raw is None else float(raw)
+    except ValueError:
+        return None
+
+
+def _up_to(until: float, run_id: str) -> Callable[[MemoryEntry], bool]:
+    return lambda e: e.written_at <= until or e.run_id == run_id
 
 
 class MemoryKeeper:
@@ -61,8 +76,17 @@ class MemoryKeeper:
         rows = MemoryRows(state)
         rows.purge_expired(key, now=now)
         m = self.memory
-        entries = rows.readable(key, now=now, recent=m.recent, max_tokens=m.max_tokens)
+        raw = state.get(_AS_OF + run.run_id.encode())
+        until = _seconds(raw)
+        entries = rows.readable(
+            key, now=now, recent=m.recent, max_tokens=m.max_tokens,
+            written=None if until is None else _up_to(until, run.run_id),
+        )  # fmt: skip
         return context_message(key, entries), [e.entry_id for e in entries]
+
+    def as_of(self, run_id: str, at: float, state: PartitionState) -> None:
+        """Run ``run_id`` (a fork) reads the entries written up to ``at``, and its own."""
+        state.put(_AS_OF + run_id.encode(), repr(float(at)).encode())
 
     def written(self, step: machine.Transition, state: PartitionState) -> machine.Transition:
         """Write (or, for a rollback, remove) what ``step`` puts into memory; ``step`` with

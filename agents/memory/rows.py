@@ -18,7 +18,7 @@ warning and counted in `MemoryRows.skipped`; it stays in place until the key is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sluicegate.agents.memory.entries import (
@@ -82,14 +82,25 @@ class MemoryRows:
         """Every stored entry of ``key``, expired ones included, oldest first."""
         return [entry for _, entry in self._decoded(entry_prefix(key))]
 
-    def readable(self, key: str, *, now: float, recent: int, max_tokens: int) -> list[MemoryEntry]:
+    def readable(
+        self,
+        key: str,
+        *,
+        now: float,
+        recent: int,
+        max_tokens: int,
+        written: Callable[[MemoryEntry], bool] | None = None,
+    ) -> list[MemoryEntry]:
         """What the read rule gives a model call (``docs/memory.md``):
 
-        1. the entries of ``key`` that have not expired at ``now``;
+        1. the entries of ``key`` that have not expired at ``now`` (and for which ``written``
+           holds: a fork's, those written up to its parent's step);
         2. the ``recent`` latest of them;
         3. less the oldest while their estimated tokens (`estimate_tokens`) exceed
            ``max_tokens``; oldest first."""
-        live = [e for e in self.entries(key) if not e.expired(now)][-recent:]
+        live = [
+            e for e in self.entries(key) if not e.expired(now) and (written is None or written(e))
+        ][-recent:]
         total = sum(estimate_tokens(e.text) for e in live)
         while live and total > max_tokens:
             total -= estimate_tokens(live.pop(0).text)

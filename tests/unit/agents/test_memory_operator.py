@@ -12,9 +12,17 @@ import pytest
 from pydantic import JsonValue
 
 from sluicegate import Agent
+from sluicegate.agents.fork.request import fork_request
+from sluicegate.agents.history.replay import replay
 from sluicegate.agents.memory.config import Memory
 from sluicegate.agents.memory.rows import MemoryRows
-from sluicegate.agents.messages import ApprovalDecision, EraseMemory, RollbackRun, TaskRequest
+from sluicegate.agents.messages import (
+    ApprovalDecision,
+    EraseMemory,
+    ForkRun,
+    RollbackRun,
+    TaskRequest,
+)
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.runs.state import RunState, run_key
@@ -205,3 +213,54 @@ async def test_a_rollback_removes_the_entries_the_run_wrote_after_the_step() -> 
     assert sorted(removed) == of_r1
     (forget,) = [e for e in events if e["type"] == "compensation" and e.get("tool") == "forget"]
     assert forget["arguments"] == {"source": "r1/1/0"}
+
+
+async def test_the_events_of_runs_with_memory_replay_to_their_stored_state() -> None:
+    desk = MemoryDesk(Memory(key="customer_id", summary=True))
+    await desk.open()
+    await desk.start("r1", "remember: refunded order o-1")
+    await desk.drain()
+    await desk.send(TOPICS.approvals, RollbackRun(run_id="r1", to_step=0, by="ann"))
+    await desk.drain()
+    events = [e for e in desk.world.events() if e["run_id"] == "r1"]
+    assert {"memory_read", "memory_written", "memory_removed"} <= {k for e in events for k in e}
+    rebuilt = replay(events)[-1].state
+    assert rebuilt.model_dump(exclude={"updated_at"}) == desk.run_state("r1").model_dump(
+        exclude={"updated_at"}
+    )
+
+
+async def test_a_fork_reads_the_memory_as_of_its_parent_s_step_and_its_own_entries() -> None:
+    now = [1000.0]
+    desk = MemoryDesk(Memory(key="customer_id"), lambda: now[0])
+    await desk.open()
+    await desk.start("p", "remember: before the fork point")
+    await desk.drain()
+    now[0] = 2000.0
+    await desk.start("q", "remember: after the fork point")
+    await desk.drain()
+    messages = (
+        ChatMessage(role="system", content="Settle."),
+        ChatMessage(role="user", content="anything known?"),
+    )
+    for run_id, as_of in (("p.as-of", 1500.0), ("p.now", None)):
+        fork = ForkRun(
+            run_id=run_id, parent_run_id="p", from_step=0, goal="anything known?",
+            messages=messages, metadata={"customer_id": "c-1"}, memory_as_of=as_of,
+        )  # fmt: skip
+        await desk.send(TOPICS.approvals, fork)
+    await desk.drain()
+    answers = desk.answers()
+    assert seen_texts(answers["p.as-of"]) == ["before the fork point"]
+    assert seen_texts(answers["p.now"]) == ["before the fork point", "after the fork point"]
+    # Left out when None, so that agents without the field still read forks.
+    plain = ForkRun(run_id="f", parent_run_id="p", from_step=0, goal="g", messages=messages)
+    assert "memory_as_of" not in plain.model_dump_json()
+    # A fork request names the moment the parent settled after the step.
+    parent = [e for e in desk.world.events() if e["run_id"] == "p"]
+    asked = fork_request(parent, 0, run_id="p.f", by="ann")
+    assert asked.memory_as_of == 1000.0
+
+
+def seen_texts(answer: str | None) -> list[str]:
+    return [json.loads(line.split("] ", 1)[1]) for line in (answer or "").splitlines()[1:]]
