@@ -46,6 +46,7 @@ FULL: list[list[str]] = [
     ["bench.checkpoint_cost"],
     ["bench.agent_steps"],
     ["bench.incremental_upload"],
+    ["bench.memory_state"],
     ["bench.profile_wordcount"],
     ["bench.savepoint_cost"],
 ]
@@ -57,6 +58,7 @@ QUICK: list[list[str]] = [
     ["bench.checkpoint_cost", "--sizes", "10000", "--fractions", "0.1,1"],
     ["bench.agent_steps", "--runs", "5", "--steps", "10", "--job-rounds", "2"],
     ["bench.incremental_upload", "--keys", "20000", "--checkpoints", "10"],
+    ["bench.memory_state", "--keys", "5000", "--rounds", "3"],
     ["bench.profile_wordcount", "--lines", "2000"],
     ["bench.savepoint_cost", "--sizes", "10000"],
 ]
