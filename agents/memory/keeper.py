@@ -59,11 +59,18 @@ class MemoryKeeper:
         self._clock = clock
 
     def key_of(self, state: RunState) -> str | None:
-        """The run's memory key; None (logged) if it has none or the key function fails."""
+        """The run's memory key; None (logged) if it has none or the key function fails.
+
+        The router placed the run by the same function of the same task, so a failure here
+        is a key function that is not a function of the task (it read a clock, or the task's
+        ``budget``, which the run does not keep): the run then goes on without memory rather
+        than failing the subtask on every wake-up."""
         try:
             return self.memory.key_of_run(state.run_id, state.goal, state.metadata)
-        except ValueError as exc:
-            logger.warning("run %s runs without memory: %s", state.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - user code; said loudly, never swallowed quietly
+            logger.error(
+                "run %s runs without memory: its key cannot be read: %s", state.run_id, exc
+            )
             return None
 
     def context(

@@ -264,3 +264,22 @@ async def test_a_fork_reads_the_memory_as_of_its_parent_s_step_and_its_own_entri
 
 def seen_texts(answer: str | None) -> list[str]:
     return [json.loads(line.split("] ", 1)[1]) for line in (answer or "").splitlines()[1:]]
+
+
+async def test_a_key_function_that_fails_in_the_agent_leaves_the_run_without_memory() -> None:
+    calls = []
+
+    def flaky(task: TaskRequest) -> str:
+        calls.append(task.run_id)
+        if len(calls) > 1:  # the router's call works, the agent's do not
+            raise KeyError("budget")
+        return "c-1"
+
+    desk = MemoryDesk(Memory(key=flaky))
+    await desk.open()
+    assert desk.agent.memory is not None
+    assert desk.agent.memory.key_of(TaskRequest(run_id="r1", goal="g")) == "c-1"
+    await desk.start("r1", "remember: lost")
+    await desk.drain()
+    assert desk.answers()["r1"] == "none"
+    assert desk.memory("c-1") == []
