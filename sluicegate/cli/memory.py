@@ -4,10 +4,12 @@
   checkpoint, how many and when the latest was written;
 * ``memory show --key K [--agent A] [--json]``: the entries of ``K`` in that checkpoint,
   expired ones marked;
-* ``memory erase --key K [--agent A] [--topic T] [--by WHO] [--reason WHY]``: write an
-  ``erase_memory`` command to the agent's approvals topic (default ``<agent>.approvals``); the
-  agent deletes every entry of the key when it reads the command, so the next checkpoint and
-  every later one hold none.
+* ``memory erase --key K [--subject S] [--agent A] [--topic T] [--by WHO] [--reason WHY]``:
+  write an ``erase_memory`` command to the agent's approvals topic (default
+  ``<agent>.approvals``); the agent deletes every entry of the key when it reads the command,
+  so the next checkpoint and every later one hold none. With ``--subject``, the blobs of
+  subject ``S`` are erased too, as ``blobs erase --subject S`` does (``docs/blobs.md``): one
+  command for a person's memory and payloads.
 
 ``list`` and ``show`` read the checkpoint storage (``--storage``, default
 ``SLUICEGATE_STORAGE_URL``), whether or not a job runs; they show what a restore would give
@@ -27,6 +29,7 @@ from typing import Any
 from sluicegate.cli.decisions import who_asks
 from sluicegate.cli.settings import CliSettings
 from sluicegate.cli.text import table
+from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.kafka import KafkaSettings
 
 __all__ = ["register"]
@@ -51,6 +54,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     erase.add_argument("--topic", default=None, help="the approvals topic (<agent>.approvals)")
     erase.add_argument("--by", default=None, help="who asks (default: $USER)")
     erase.add_argument("--reason", default=None, help="why (logged by the agent)")
+    erase.add_argument(
+        "--subject", default=None, help="also erase this subject's blobs (blobs erase --subject)"
+    )
+    erase.add_argument(
+        "--storage", default=None, help="the blob store for --subject (SLUICEGATE_STORAGE_URL)"
+    )
     erase.add_argument("--bootstrap", default=None, metavar="HOST:PORT",
                        help="Kafka (default: $SLUICEGATE_KAFKA_BOOTSTRAP)")  # fmt: skip
     erase.set_defaults(run=_erase)
@@ -125,7 +134,16 @@ def _erase(args: argparse.Namespace) -> int:
 
     topic = args.topic or f"{args.agent}.approvals"
     command = EraseMemory(key=args.key, by=args.by or who_asks(), reason=args.reason)
+    if args.subject is not None and not args.subject:
+        raise ConfigError("--subject", "a subject is not empty")
     asyncio.run(send_command(KafkaSettings.from_env(args.bootstrap), topic, command))
     print(f"erase of the memory of {args.key!r} written to {topic}; the agent deletes its "
           "entries when it reads it, and checkpoints from then on hold none")  # fmt: skip
+    if args.subject:
+        from sluicegate.operators.storage import open_storage
+        from sluicegate.operators.storage.blobs import BlobStore, subject_digest
+
+        store = BlobStore(open_storage(args.storage or CliSettings().storage_url))
+        files = asyncio.run(store.erase(subject_digest(args.subject)))
+        print(f"erased the blobs of subject {args.subject!r}: {files} files deleted")
     return 0

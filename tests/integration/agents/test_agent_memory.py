@@ -6,6 +6,7 @@ memory; an erased key's entries are seen by no later run."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from collections import Counter
@@ -21,6 +22,7 @@ from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.operators.runtime.topics import ensure_topics
 from sluicegate.operators.storage import open_storage
+from sluicegate.operators.storage.blobs import BlobMeta, BlobStore, subject_digest
 from sluicegate.testing import read_committed
 from tests.helpers import wait_for
 from tests.jobs import Job, running
@@ -195,7 +197,17 @@ async def test_an_erased_key_is_seen_by_no_later_run(
         assert "card 4242" in capsys.readouterr().out
         erase = ["memory", "erase", "--key", "c-x", "--agent", "keeper", "--by", "dpo"]
         erase += ["--topic", topics.approvals, "--bootstrap", kafka_bootstrap]
+        erase += ["--subject", "c-x", "--storage", (tmp_path / "storage").as_uri()]
+        blobs, payload = BlobStore(storage), b"card 4242 receipt"
+        meta = BlobMeta(
+            id=uuid.uuid4().hex, subject=subject_digest("c-x"), scope="keeper",
+            size=len(payload), sha256=hashlib.sha256(payload).hexdigest(), created_at=0.0,
+        )  # fmt: skip
+        await blobs.put(meta, payload)
+        assert await blobs.storage.exists(meta.path)
         assert await asyncio.to_thread(sluicegate, *erase) == 0
+        assert "erased the blobs of subject 'c-x': 2 files deleted" in capsys.readouterr().out
+        assert not await blobs.storage.exists(meta.path)
         await checkpoints_after_now(2)
         capsys.readouterr()
         assert await asyncio.to_thread(sluicegate, "memory", "show", "--key", "c-x", *where) == 0
