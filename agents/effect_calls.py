@@ -133,6 +133,7 @@ class EffectCalls:
         )
         if read:
             step = machine.Transition(step.state, step.event | {"memory_read": read})
+            self._metrics.memory_entries.labels(*self._labels, "read").inc(len(read))
         return _timed(step, started, outcome.replayed)
 
     def _offered(self) -> dict[str, str]:

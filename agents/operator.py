@@ -366,6 +366,7 @@ class AgentOperator(Operator):
         if self._memory is None:
             raise ValueError("erase_memory: this agent has no memory")
         erased = self._memory.erase(command.key, ctx.state_of(self.topics.tasks))
+        self._metrics.memory_entries.labels(*self._labels, "erased").inc(erased)
         logger.info(
             "memory of %r erased by %s: %d entries (%s)",
             command.key, command.by, erased, command.reason or "no reason given",
@@ -500,6 +501,9 @@ class AgentOperator(Operator):
         (and result, if finished)."""
         if self._memory is not None:
             step = self._memory.written(step, state)
+            for field, action in (("memory_written", "written"), ("memory_removed", "removed")):
+                if count := len(step.event.get(field, ())):
+                    self._metrics.memory_entries.labels(*self._labels, action).inc(count)
         run = step.state
         key = run.run_id.encode()
         self._runs.put(state, ctx.partition, run)

@@ -28,7 +28,7 @@ from sluicegate.agents.models.contract import ChatMessage, ToolCall
 from sluicegate.agents.runs.state import RunState, run_key
 from sluicegate.agents.tools import ToolContext, ToolDeclarationError, ToolKind, tool
 from sluicegate.operators.contract import Record
-from tests.unit.agents.test_agent_operator import TOPICS, Desk, FakeContext
+from tests.unit.agents.test_agent_operator import LABELS, TOPICS, Desk, FakeContext
 
 MEMORY_HEADER = "Memory of "
 
@@ -98,6 +98,14 @@ async def test_a_later_run_of_the_key_sees_what_an_earlier_one_remembered() -> N
     assert (answers["r3"], answers["r4"]) == ("none", "none")
     events = {(e["run_id"], e["type"]): e for e in desk.world.events()}
     assert events["r1", "tool"]["memory_written"] == ["c-1#0"]
+    assert desk.registry is not None
+    counted = {
+        action: desk.registry.get_sample_value(
+            "sluicegate_agent_memory_entries_total", {**LABELS, "action": action}
+        )
+        for action in ("written", "read", "erased")
+    }
+    assert counted == {"written": 1.0, "read": 2.0, "erased": 0.0}  # r1's second call and r2
     assert events["r2", "model"]["memory_read"] == ["c-1#0"]
     assert "memory_read" not in events["r3", "model"]
     # The memory message is given to the model, never kept in the run's conversation.
