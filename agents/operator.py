@@ -28,6 +28,12 @@ Commands and wake-ups of one run never interleave: the engine runs `process` and
 one key one after the other, and a command's record key must be its run id (the routing
 stage writes it so; any other is dead-lettered).
 
+Memory (with `Agent.memory`, ``docs/memory.md``): `agents.memory.keeper.MemoryKeeper` gives
+each model call the key's entries (`EffectCalls.call_model`) and writes what a safe point puts
+into memory in `_save`, in the same call as the run's state. The router places a key's runs in
+one partition and sends decisions and rollbacks to every partition, so one for a run this
+partition does not hold is ignored instead of dead-lettered; `EraseMemory` deletes a key.
+
 Runs are read and written through `agents.runs.cache.RunCache`: the decoded state of a run is
 kept between its wake-ups (written through to the state at every safe point, dropped on every
 `open`, since a restore rewinds the state) and its next document reuses the encoded messages
