@@ -127,6 +127,8 @@ def add_agent(
             names.approvals,
             routed.tasks,
             routed.approvals,
+            memory=agent.memory,
+            partitions=partitions,
         ),
         inputs=[*dict.fromkeys(feed.topic for feed in wanted), names.approvals],
         outputs=[routed.tasks, routed.approvals],

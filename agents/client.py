@@ -21,6 +21,7 @@ from sluicegate.agents.fork.request import fork_request, new_fork_id
 from sluicegate.agents.history.events import RunHistory
 from sluicegate.agents.messages import (
     ApprovalDecision,
+    EraseMemory,
     ForkRun,
     RollbackRun,
     RunCommand,
@@ -58,10 +59,11 @@ async def send_decision(bootstrap: KafkaLike, topic: str, decision: ApprovalDeci
 
 async def send_command(bootstrap: KafkaLike, topic: str, command: RunCommand) -> None:
     """Write one command about a run to the approvals ``topic``, keyed by its ``run_id`` (a
-    fork's is the NEW run's); wait until it is stored."""
+    fork's is the NEW run's; an `EraseMemory` by its memory key); wait until it is stored."""
     async with _producer(bootstrap) as producer:
         value = command.model_dump_json().encode()
-        await producer.send_and_wait(topic, value, key=command.run_id.encode())
+        key = command.key if isinstance(command, EraseMemory) else command.run_id
+        await producer.send_and_wait(topic, value, key=key.encode())
 
 
 async def send_fork(bootstrap: KafkaLike, topic: str, fork: ForkRun) -> None:

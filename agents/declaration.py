@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sluicegate.agents.blobs.policy import BlobPolicy
+from sluicegate.agents.memory.config import Memory
+from sluicegate.agents.memory.tool import FORGET, REMEMBER
 from sluicegate.agents.messages import TaskRequest
 from sluicegate.agents.models.contract import ModelClient
 from sluicegate.agents.runs.state import Budget
@@ -58,9 +60,16 @@ class Agent:
     """A URL POSTed once (JSON, ``Idempotency-Key`` header) when a rollback waits for a
     person about an effect it cannot undo (`agents.alerts`); None: the alert is the event
     ``compensation_needed`` and the metrics only."""
+    memory: Memory | None = None
+    """Memory per key across runs (``docs/memory.md``): the built-in ``remember`` tool, the
+    key's recent entries given to every model call, runs of one key placed in one partition;
+    None: a run knows only itself."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.declared_tools]
+        for builtin in (REMEMBER, FORGET):
+            if self.memory is not None and builtin in names:
+                raise ToolDeclarationError(builtin, "an agent with memory has this tool built in")
         if len(set(names)) != len(names):
             raise ToolDeclarationError(self.name, f"duplicate tool names in {names}")
         for t in self.declared_tools:

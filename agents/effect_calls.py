@@ -37,6 +37,7 @@ from sluicegate.agents.journal import (
     LookupResult,
     OnUnknown,
 )
+from sluicegate.agents.memory.keeper import MemoryKeeper, with_context
 from sluicegate.agents.metrics import AgentMetrics, StepCounters
 from sluicegate.agents.models.contract import ChatMessage, ModelClient, ModelResponse, ToolSchema
 from sluicegate.agents.runs import machine
@@ -67,6 +68,7 @@ class EffectCalls:
         labels: tuple[str, str, str],
         save: Callable[[machine.Transition, Context], None],
         tracing: RunTracing,
+        memory: MemoryKeeper | None = None,
     ) -> None:
         self._driver = EffectDriver(journal, attempt=attempt, fault=_fault)
         self._model, self._model_name, self._schemas = model, model_name, schemas
@@ -76,6 +78,7 @@ class EffectCalls:
         self._counters: StepCounters = metrics.step_counters(*labels)
         self._save = save
         self.tracing = tracing
+        self._memory = memory
 
     async def call_model(
         self,
@@ -90,6 +93,10 @@ class EffectCalls:
         also when the journal replays the call, so a replayed step loses what the first
         attempt lost (or more, if a payload went since)."""
         state, messages = await self._resolved(state, ctx, now)
+        read: list[str] = []
+        if self._memory is not None:  # the read rule: `agents.memory.keeper`
+            context, read = self._memory.context(state, ctx.state, now)
+            messages = with_context(messages, context)
         model = self._model
 
         async def call() -> Any:
@@ -124,6 +131,9 @@ class EffectCalls:
         step = machine.after_model(
             state, response, now, blob=handle.id if handle else None, offered=self._offered()
         )
+        if read:
+            step = machine.Transition(step.state, step.event | {"memory_read": read})
+            self._metrics.memory_entries.labels(*self._labels, "read").inc(len(read))
         return _timed(step, started, outcome.replayed)
 
     def _offered(self) -> dict[str, str]:

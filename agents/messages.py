@@ -6,7 +6,8 @@
   apart by their ``command`` field (`parse_command`): `ApprovalDecision` (``decision``, the
   default, so decisions written before the field still parse), `ForkRun` (``fork``: start a
   new run from another's step) and `RollbackRun` (``rollback``: undo the effects after a
-  step). The routing operator re-keys tasks and commands by the ``run_id`` of the value (a
+  step), and `EraseMemory` (``erase_memory``: an agent with memory forgets a key). The
+  routing operator re-keys tasks and commands by the ``run_id`` of the value (a
   fork's is the NEW run's), so they meet in one partition of the agent.
 * events sink (key ``run_id``): one JSON event per step, effect and status change, numbered
   per run by ``seq``.
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_COMMAND_BYTES",
     "MAX_FORK_MESSAGES",
     "ApprovalDecision",
+    "EraseMemory",
     "ForkRun",
     "RollbackRun",
     "RunCommand",
@@ -139,6 +141,10 @@ class ForkRun(BaseModel):
     )
     """The tools the parent was offered (`RunState.offered_tools`): the fork refuses a call of
     one that is gone. Absent in older commands: none."""
+    memory_as_of: float | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """When the parent settled after ``from_step``: an agent with memory gives the fork only
+    the entries of its key written up to then, and its own (``docs/memory.md``). Not written
+    when None (older readers refuse unknown fields); absent: the key's memory as it is."""
 
     def origin(self) -> ForkOrigin:
         return ForkOrigin(
@@ -162,13 +168,35 @@ class RollbackRun(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
-RunCommand = ApprovalDecision | ForkRun | RollbackRun
+class EraseMemory(BaseModel):
+    """Erase every memory entry of ``key`` (an agent with `Memory`: ``docs/memory.md``).
+
+    Not about a run: `parse_command` returns it beside the run commands, and the router places
+    it in the partition of the key's memory. ``run_id`` is empty."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    schema_version: Literal[1] = 1
+    command: Literal["erase_memory"] = "erase_memory"
+    key: str = Field(min_length=1, max_length=200)
+    by: str = Field(default="unknown", min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+    @property
+    def run_id(self) -> str:
+        return ""
+
+
+RunCommand = ApprovalDecision | ForkRun | RollbackRun | EraseMemory
 """What the approvals topic carries, in the order of `_COMMANDS`."""
 
-_COMMANDS: dict[str, type[ApprovalDecision] | type[ForkRun] | type[RollbackRun]] = {
+_COMMANDS: dict[
+    str, type[ApprovalDecision] | type[ForkRun] | type[RollbackRun] | type[EraseMemory]
+] = {
     "decision": ApprovalDecision,
     "fork": ForkRun,
     "rollback": RollbackRun,
+    "erase_memory": EraseMemory,
 }
 
 

@@ -37,6 +37,9 @@ BLOB_KINDS = ("json", "text")
 BLOB_RESOLUTIONS = ("resolved", "out_of_scope", "expired", "erased", "corrupt")
 """Outcomes of reading a handle back (`agents.blobs.references`)."""
 COMPENSATION_OUTCOMES = ("compensated", "failed", "skipped")
+MEMORY_ACTIONS = ("read", "written", "removed", "erased")
+"""What happened to memory entries (`agents.memory`): given to a model call, written,
+removed by a rollback, erased with their key."""
 
 _LABELS = ("pipeline", "operator", "subtask")
 _lock = threading.Lock()
@@ -138,6 +141,13 @@ class AgentMetrics:
             _LABELS,
             registry=registry,
         )
+        self.memory_entries = Counter(
+            "sluicegate_agent_memory_entries_total",
+            "Memory entries by action: read (given to a model call), written, removed (by a "
+            "rollback), erased (with their key)",
+            [*_LABELS, "action"],
+            registry=registry,
+        )
         self.compensations_waiting = Gauge(
             "sluicegate_agent_compensations_waiting",
             "Runs whose rollback waits for a person about an effect it cannot undo (alert)",
@@ -165,6 +175,8 @@ class AgentMetrics:
             self.blob_resolutions.labels(*labels, resolution)
         for outcome in COMPENSATION_OUTCOMES:
             self.compensations.labels(*labels, outcome)
+        for action in MEMORY_ACTIONS:
+            self.memory_entries.labels(*labels, action)
         for metric in (
             self.blob_bytes_written,
             self.steps,

@@ -28,6 +28,12 @@ Commands and wake-ups of one run never interleave: the engine runs `process` and
 one key one after the other, and a command's record key must be its run id (the routing
 stage writes it so; any other is dead-lettered).
 
+Memory (with `Agent.memory`, ``docs/memory.md``): `agents.memory.keeper.MemoryKeeper` gives
+each model call the key's entries (`EffectCalls.call_model`) and writes what a safe point puts
+into memory in `_save`, in the same call as the run's state. The router places a key's runs in
+one partition and sends decisions and rollbacks to every partition, so one for a run this
+partition does not hold is ignored instead of dead-lettered; `EraseMemory` deletes a key.
+
 Runs are read and written through `agents.runs.cache.RunCache`: the decoded state of a run is
 kept between its wake-ups (written through to the state at every safe point, dropped on every
 `open`, since a restore rewinds the state) and its next document reuses the encoded messages
@@ -61,8 +67,11 @@ from sluicegate.agents.journal import (
     OnUnknown,
 )
 from sluicegate.agents.journal.kafka import KafkaJournal
+from sluicegate.agents.memory.keeper import MemoryKeeper
+from sluicegate.agents.memory.tool import remember_tool
 from sluicegate.agents.messages import (
     ApprovalDecision,
+    EraseMemory,
     ForkRun,
     RollbackRun,
     RunResult,
@@ -110,8 +119,13 @@ class AgentOperator(Operator):
         run_cache_size: int = DEFAULT_CAPACITY,
     ) -> None:
         self.agent, self.topics, self.pipeline = agent, topics, pipeline
-        self._tools = {t.name: t for t in agent.declared_tools}
-        self._schemas = tool_schemas(agent.declared_tools)  # EffectCalls reads this list
+        self._memory = None if agent.memory is None else MemoryKeeper(agent.memory, clock)
+        self._builtin = (
+            [] if agent.memory is None else [remember_tool(agent.memory.max_entry_chars)]
+        )
+        declared = [*agent.declared_tools, *self._builtin]
+        self._tools = {t.name: t for t in declared}
+        self._schemas = tool_schemas(declared)  # EffectCalls reads this list
         self._sources: list[ToolSource] = []
         self._journal = journal
         self._kafka_journal: KafkaJournal | None = None
@@ -165,7 +179,7 @@ class AgentOperator(Operator):
             schemas=self._schemas, payloads=self._blobs or Inline(), attempt=ctx.attempt,
             metrics=self._metrics, labels=self._labels,
             save=lambda step, context: self._save(step, context.state, context),
-            tracing=self._tracing,
+            tracing=self._tracing, memory=self._memory,
         )  # fmt: skip
         self._compensator = Compensator(
             self.agent, self._journal, self._metrics, self._labels, calls, pipeline=self.pipeline,
@@ -235,6 +249,9 @@ class AgentOperator(Operator):
             self._on_task(TaskRequest.model_validate_json(record.value), ctx)
             return
         command = parse_command(record.value)
+        if isinstance(command, EraseMemory):
+            self._on_erase(command, ctx)
+            return
         if record.key is not None and record.key != command.run_id.encode():
             # Commands of a run are ordered with its wake-ups by the record key.
             raise ValueError(
@@ -272,6 +289,9 @@ class AgentOperator(Operator):
         tasks = ctx.state_of(self.topics.tasks)
         state = self._runs.get(tasks, ctx.partition, decision.run_id)
         if state is None:
+            if self._memory is not None:  # sent to every partition: another one holds it
+                logger.debug("run %s is not in this partition: decision ignored", decision.run_id)
+                return
             raise ValueError(f"approval for unknown run {decision.run_id!r}")
         if rollback.in_rollback(state):
             step = rollback.decide_compensation(
@@ -316,6 +336,8 @@ class AgentOperator(Operator):
             "run %s forked from %s after step %d by %s",
             fork.run_id, fork.parent_run_id, fork.from_step, fork.by,
         )  # fmt: skip
+        if self._memory is not None and fork.memory_as_of is not None:
+            self._memory.as_of(fork.run_id, fork.memory_as_of, tasks)
         self._save(machine.Transition(start.state, start.event | {"by": fork.by}), tasks, ctx)
         ctx.wake(fork.run_id.encode(), topic=self.topics.tasks)
 
@@ -324,6 +346,9 @@ class AgentOperator(Operator):
         tasks = ctx.state_of(self.topics.tasks)
         state = self._runs.get(tasks, ctx.partition, command.run_id)
         if state is None:
+            if self._memory is not None:  # sent to every partition: another one holds it
+                logger.debug("run %s is not in this partition: rollback ignored", command.run_id)
+                return
             raise ValueError(f"rollback of unknown run {command.run_id!r}")
         step = rollback.start_rollback(
             state, command.to_step, command.by, command.reason, self._clock()
@@ -341,6 +366,17 @@ class AgentOperator(Operator):
         self._save(step, tasks, ctx)
         if state.status is not RunStatus.RUNNING:  # a running run has a wake-up pending
             ctx.wake(command.run_id.encode(), topic=self.topics.tasks)
+
+    def _on_erase(self, command: EraseMemory, ctx: Context) -> None:
+        """Delete every memory entry of the key (the router placed the command with them)."""
+        if self._memory is None:
+            raise ValueError("erase_memory: this agent has no memory")
+        erased = self._memory.erase(command.key, ctx.state_of(self.topics.tasks))
+        self._metrics.memory_entries.labels(*self._labels, "erased").inc(erased)
+        logger.info(
+            "memory of %r erased by %s: %d entries (%s)",
+            command.key, command.by, erased, command.reason or "no reason given",
+        )  # fmt: skip
 
     def _rollback_busy(self, state: RunState) -> bool:
         """Whether the run's rollback has an action to perform now."""
@@ -430,7 +466,7 @@ class AgentOperator(Operator):
     async def _list_tools(self) -> None:
         """The declared tools and those the sources list now, in the order the agent names
         them; the model is offered them from its next call on."""
-        tools = list(self.agent.declared_tools)
+        tools = [*self.agent.declared_tools, *self._builtin]
         for source in self._sources:
             tools.extend(await source.tools())
         names = [t.name for t in tools]
@@ -467,7 +503,13 @@ class AgentOperator(Operator):
     # -- safe points ----------------------------------------------------------------------
 
     def _save(self, step: machine.Transition, state: PartitionState, ctx: Context) -> None:
-        """Write the run, append its history, publish its event (and result, if finished)."""
+        """Write the run and what it puts into memory, append its history, publish its event
+        (and result, if finished)."""
+        if self._memory is not None:
+            step = self._memory.written(step, state)
+            for field, action in (("memory_written", "written"), ("memory_removed", "removed")):
+                if count := len(step.event.get(field, ())):
+                    self._metrics.memory_entries.labels(*self._labels, action).inc(count)
         run = step.state
         key = run.run_id.encode()
         self._runs.put(state, ctx.partition, run)

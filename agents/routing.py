@@ -23,6 +23,14 @@ a restore skips orphans of an older attempt); routing adds no checkpoint of late
 
 A record that does not validate, or whose ``task_of`` raises, is dead-lettered here, with the
 coordinates of the record the producer wrote; a record ``task_of`` maps to None is skipped.
+
+**An agent with memory** (`agents.memory.config.Memory`, ``docs/memory.md``) keeps a key's
+memory in the state of one partition, so every run of the key must be there: a task (and a
+fork) with a memory key goes to ``murmur2(key) mod partitions`` of ``tasks-by-run``, still
+keyed by its run id; a task without one goes by its run id as above. A command that names only
+a run (a decision, a rollback) cannot know that partition, so it is written to EVERY partition
+of ``approvals-by-run``: the subtask holding the run applies it, the others find no such run
+and ignore it. An `EraseMemory` goes to its key's partition.
 """
 
 from __future__ import annotations
@@ -31,10 +39,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluicegate.agents.declaration import TaskOf
-from sluicegate.agents.messages import TaskRequest, parse_command
+from sluicegate.agents.memory.config import Memory
+from sluicegate.agents.messages import EraseMemory, ForkRun, TaskRequest, parse_command
 from sluicegate.operators.contract import Context, Record
+from sluicegate.operators.runtime.partitioner import partition_for
 
-__all__ = ["RunRouter", "routed_topic"]
+__all__ = ["RunRouter", "memory_partition", "routed_topic"]
 
 
 def routed_topic(pipeline: str, agent: str, source: str) -> str:
@@ -53,11 +63,13 @@ class RunRouter:
     approvals: str
     routed_tasks: str
     routed_approvals: str
+    memory: Memory | None = None
+    partitions: int = 1
+    """Of the routed topics (with ``memory``: where a key's runs go)."""
 
     def __call__(self, record: Record, ctx: Context) -> None:
         if record.topic == self.approvals:
-            run_id = parse_command(record.value).run_id  # a fork's: the new run's
-            ctx.emit(self.routed_approvals, record.value, key=run_id.encode())
+            self._command(record, ctx)
             return
         task_of = self.feeds.get(record.topic)
         if task_of is None:
@@ -67,4 +79,34 @@ class RunRouter:
             return
         if not isinstance(task, TaskRequest):
             raise TypeError(f"task_of of {record.topic} returned {type(task).__name__}")
-        ctx.emit(self.routed_tasks, task.encode(), key=task.run_id.encode())
+        ctx.emit(
+            self.routed_tasks, task.encode(), key=task.run_id.encode(), partition=self._place(task)
+        )
+
+    def _command(self, record: Record, ctx: Context) -> None:
+        command = parse_command(record.value)
+        if isinstance(command, EraseMemory):
+            if self.memory is None:
+                raise ValueError(f"erase_memory: the agent of {self.approvals} has no memory")
+            where = memory_partition(command.key, self.partitions)
+            ctx.emit(self.routed_approvals, record.value, key=command.key.encode(), partition=where)
+            return
+        run_id = command.run_id.encode()  # a fork's: the new run's
+        if self.memory is None:
+            ctx.emit(self.routed_approvals, record.value, key=run_id)
+        elif isinstance(command, ForkRun):
+            fork = TaskRequest(run_id=command.run_id, goal=command.goal, metadata=command.metadata)
+            ctx.emit(self.routed_approvals, record.value, key=run_id, partition=self._place(fork))
+        else:  # about a run whose partition only its holder knows: to every one
+            for partition in range(self.partitions):
+                ctx.emit(self.routed_approvals, record.value, key=run_id, partition=partition)
+
+    def _place(self, task: TaskRequest) -> int | None:
+        """The partition of ``task``'s memory key; None (by run id) without one."""
+        key = None if self.memory is None else self.memory.key_of(task)
+        return None if key is None else memory_partition(key, self.partitions)
+
+
+def memory_partition(key: str, partitions: int) -> int:
+    """The partition holding memory key ``key`` (murmur2, as for record keys)."""
+    return partition_for(key.encode(), partitions, input_partition=0)

@@ -68,8 +68,12 @@ class Context(Protocol):
         """The number of that partition."""
         ...
 
-    def emit(self, topic: str, value: bytes, *, key: bytes | None = None) -> None:
-        """Send ``value`` to an output topic; the partition is ``murmur2(key) mod partitions``."""
+    def emit(
+        self, topic: str, value: bytes, *, key: bytes | None = None, partition: int | None = None
+    ) -> None:
+        """Send ``value`` to an output topic; the partition is ``murmur2(key) mod partitions``,
+        or ``partition`` when given (a partition number of the topic: one that is not fails
+        the subtask, as a programming error)."""
         ...
 
     def state_of(self, topic: str) -> PartitionState:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from sluicegate.agents.journal.resolution import OnUnknown as OnUnknown
     from sluicegate.agents.mcp.source import mcp_server as mcp_server, mcp_stdio as mcp_stdio
+    from sluicegate.agents.memory.config import Memory as Memory
     from sluicegate.agents.messages import RunResult as RunResult, TaskRequest as TaskRequest
     from sluicegate.agents.models.anthropic_client import AnthropicModel as AnthropicModel
     from sluicegate.agents.models.contract import (
@@ -71,6 +72,7 @@ _HOMES = {
     "TaskFeed": "sluicegate.agents.declaration",
     "add_agent": "sluicegate.agents.agent",
     "Budget": "sluicegate.agents.runs.state",
+    "Memory": "sluicegate.agents.memory.config",
     "TaskRequest": "sluicegate.agents.messages",
     "RunResult": "sluicegate.agents.messages",
     # its tools

@@ -97,6 +97,7 @@ AGENT_METRICS = frozenset(
         "sluicegate_agent_compensations_total",
         "sluicegate_agent_compensation_alerts_total",
         "sluicegate_agent_compensations_waiting",
+        "sluicegate_agent_memory_entries_total",
     }
 )
 # Everything a worker serves: labels `pipeline` and `operator` at least.

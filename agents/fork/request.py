@@ -122,7 +122,9 @@ def fork_request(
         # Every tool the parent was offered, after the step too: its recorded decisions
         # may call any of them, and a fork refuses the ones gone since by name.
         offered = states[-1].state.offered_tools if states else state.offered_tools
-        return command.model_copy(update={"offered_tools": dict(offered)})
+        # The memory of the run's key as of the step: entries written up to this moment.
+        update = {"offered_tools": dict(offered), "memory_as_of": state.updated_at}
+        return command.model_copy(update=update)
     except ValidationError as exc:
         raise ForkRefusedError(
             parent, from_step, f"not a valid fork: {exc}", "see the error"

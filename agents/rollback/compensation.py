@@ -27,6 +27,7 @@ from sluicegate.agents.alerts import post_alert
 from sluicegate.agents.declaration import Agent
 from sluicegate.agents.effect_calls import EffectCalls
 from sluicegate.agents.journal import Effect, EffectKind, EffectResult, Journal, OnUnknown
+from sluicegate.agents.memory.tool import FORGET, REMEMBER, forget_tool, remember_tool
 from sluicegate.agents.metrics import AgentMetrics
 from sluicegate.agents.rollback import machine as rollback
 from sluicegate.agents.runs.cache import json_value
@@ -59,6 +60,9 @@ class Compensator:
         self.agent, self._journal, self._metrics = agent, journal, metrics
         self._labels, self._calls, self._pipeline = labels, calls, pipeline
         self._tools = {t.name: t for t in agent.declared_tools}
+        if agent.memory is not None:  # the built-in remember and its compensation
+            self._tools |= {REMEMBER: remember_tool(agent.memory.max_entry_chars)}
+            self._tools |= {FORGET: forget_tool()}
 
     def next_action(self, state: RunState) -> rollback.RollbackAction:
         return rollback.next_action(state, self._tools)

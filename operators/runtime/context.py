@@ -25,6 +25,8 @@ class Emitted(NamedTuple):
     topic: str
     key: bytes | None
     value: bytes
+    partition: int | None = None
+    """The partition asked for (`Context.emit`); None: the key's."""
 
 
 @dataclass(slots=True)
@@ -49,10 +51,17 @@ class RecordContext:
     def state_of(self, topic: str) -> PartitionState:
         return self._states(topic, self.partition)
 
-    def emit(self, topic: str, value: bytes, *, key: bytes | None = None) -> None:
+    def emit(
+        self, topic: str, value: bytes, *, key: bytes | None = None, partition: int | None = None
+    ) -> None:
         if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
             raise TypeError("emit takes bytes: encode the key and value first")
-        self.emitted.append(Emitted(topic, key, value))
+        if partition is None:
+            self.emitted.append(Emitted(topic, key, value))
+            return
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise ValueError(f"emit's partition is a partition number, not {partition!r}")
+        self.emitted.append(Emitted(topic, key, value, partition))
 
     def wake(self, key: bytes, *, topic: str | None = None, after_s: float = 0.0) -> None:
         if not isinstance(key, bytes):

@@ -82,9 +82,14 @@ class Outputs:
         wake-up) read from ``input_partition``, as records of the current interval."""
         interval = self.interval
         self.records_out += len(emitted)  # the metric follows in `ship`, once per cycle
-        for index, (topic, key, value) in enumerate(emitted):
+        for index, (topic, key, value, asked) in enumerate(emitted):
             partitions, sink = self._targets[topic]
-            partition = partition_for(key, partitions, input_partition=input_partition)
+            if asked is None:
+                partition = partition_for(key, partitions, input_partition=input_partition)
+            elif asked < partitions:
+                partition = asked
+            else:
+                raise ValueError(f"{topic} has {partitions} partitions; {asked} was asked for")
             if sink is not None:
                 sink.write(SinkRecord(topic, partition, key, value, source, index), interval)
                 continue

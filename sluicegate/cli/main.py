@@ -18,6 +18,7 @@ Only this module configures logging handlers. Subcommands so far:
   not waiting (``--force`` writes the decision unchecked).
 * ``sluicegate blobs list|erase|gc``: payloads agents stored by reference
   (`sluicegate.cli.blobs`).
+* ``sluicegate memory list|show|erase``: an agent's memory per key (`sluicegate.cli.memory`).
 * ``sluicegate runs list|show|history|replay|fork``: an agent's runs from its events topic,
   replayed without calling anything, and forked (`sluicegate.cli.runs`).
 * ``sluicegate runs rollback RUN --to-step N``: undo a run's effects after step N
@@ -45,6 +46,7 @@ from sluicegate.cli.decisions import add_decision_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.dev import register as register_dev_commands
 from sluicegate.cli.logs import configure_logging
+from sluicegate.cli.memory import register as register_memory_commands
 from sluicegate.cli.processes import register as register_process_commands
 from sluicegate.cli.rollback import add_rollback_command
 from sluicegate.cli.runs import add_runs_commands
@@ -108,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint = register_client_commands(commands)
     register_savepoint_commands(commands)
     register_blob_commands(commands)
+    register_memory_commands(commands)
     audit = checkpoint.add_parser(
         "audit", help="list stored files no checkpoint references (needs no coordinator)"
     )

@@ -104,7 +104,18 @@ _SETTLED = {
 def event_line(event: dict[str, Any]) -> str:
     """One event as a line: its seq, time, step, type and what it says."""
     head = f"#{event.get('seq')} {_time(event.get('at'))} step {event.get('step')}"
-    return f"{head} {event.get('type')}: {_what(event)}"
+    return f"{head} {event.get('type')}: {_what(event)}{_memory(event)}"
+
+
+def _memory(event: dict[str, Any]) -> str:
+    """The memory entries the step read and wrote (an agent with memory: docs/memory.md)."""
+    parts = []
+    for field, verb in (("memory_read", "read"), ("memory_written", "wrote")):
+        ids = event.get(field)
+        if isinstance(ids, list) and ids:
+            shown = ", ".join(str(i) for i in ids[:8]) + (", ..." if len(ids) > 8 else "")
+            parts.append(f"{verb} {len(ids)} memory entries ({shown})")
+    return f"; {'; '.join(parts)}" if parts else ""
 
 
 def _what(event: dict[str, Any]) -> str:

@@ -19,7 +19,8 @@ import sluicegate
 def test_the_facade_is_small() -> None:
     # About 20: what a pipeline, an agent, its tools and its model need; a model client or a
     # kind of tool server is one name each, everything else lives in documented submodules.
-    assert 15 <= len(sluicegate.__all__) <= 28
+    # 30: Memory (issue 31) is part of declaring an agent, like Budget.
+    assert 15 <= len(sluicegate.__all__) <= 30
 
 
 @pytest.mark.parametrize("name", sluicegate.__all__)

@@ -6,12 +6,16 @@ CLI wiring, so it may import `agents`. Steps:
    service (the HTTP "outside world" the tools act on, counting every effect by idempotency
    key), and, as in ``sluicegate up``, a coordinator and two workers as child processes
    running ``sluicegate.demos.refund_desk.agent:refund_desk_graph`` (their logs go to a file);
-2. submit N refund requests; an approver grants each email after a delay;
+2. submit N refund requests of a few customers each; an approver grants each email after a
+   delay; each run remembers its refund in its customer's memory (``docs/memory.md``);
 3. once a third of the results are in, SIGKILL a worker mid-run; the supervisor starts it
    again and the coordinator recovers the pipeline from its last completed checkpoint;
-4. when every run has its result, print the summary: runs done, effects executed, duplicate
-   effects (must be 0), checkpoints taken, recovery time. Exit code 0 only if exact;
-5. with ``console``, keep the job, the world service and the coordinator's web console
+4. when every run has its result, ask again for the refund of a tenth of the orders, in new
+   runs: each must answer from its customer's memory that the order was refunded already,
+   and refund nothing;
+5. print the summary: runs done, effects executed, duplicate effects (must be 0), what memory
+   did, checkpoints taken, recovery time. Exit code 0 only if exact;
+6. with ``console``, keep the job, the world service and the coordinator's web console
    (``/console/``) up after the summary, until Ctrl-C, so a new user can look around.
 """
 
@@ -31,13 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sluicegate import AgentTopics, TaskRequest
+from sluicegate import AgentTopics
 from sluicegate.agents.client import submit_tasks
 from sluicegate.cli.commands import api_token
 from sluicegate.cli.supervisor import Child, Supervisor
 from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.httpapi.view import JobStatus
-from sluicegate.demos.refund_desk.agent import task_goal
+from sluicegate.demos.refund_desk.agent import ALREADY_REFUNDED, refund_task
 from sluicegate.demos.refund_desk.approver import Approver
 from sluicegate.demos.refund_desk.world import WorldServer
 from sluicegate.operators.exceptions import SluicegateError
@@ -105,13 +109,22 @@ async def run_agent_demo(
         try:
             await _wait_running(client, running)
             approving = asyncio.create_task(approver.run())
+            customers = max(1, runs // 6)
             tasks = [
-                TaskRequest(run_id=f"run-{i:04d}", goal=task_goal(f"ord-{i:04d}", research=2))
+                refund_task(f"run-{i:04d}", f"ord-{i:04d}", _customer(i, customers))
                 for i in range(runs)
             ]
             await submit_tasks(bootstrap, TOPICS.tasks, tasks)
-            print(f"submitted {runs} refund requests")
-            results, recovery_s = await _follow(bootstrap, runs, kill, children, client, running)
+            print(f"submitted {runs} refund requests of {customers} customers")
+            _, recovery_s = await _follow(bootstrap, runs, kill, children, client, running)
+            again = [
+                refund_task(f"again-{i:04d}", f"ord-{i:04d}", _customer(i, customers))
+                for i in range(max(1, runs // 10))
+            ]
+            await submit_tasks(bootstrap, TOPICS.tasks, again)
+            print(f"asked again for the refund of {len(again)} orders refunded already")
+            expected = runs + len(again)
+            results, _ = await _follow(bootstrap, expected, False, children, client, running)
             if console:
                 approving.cancel()
                 status = await _try(client.status)
@@ -135,6 +148,22 @@ async def run_agent_demo(
     )
 
 
+def _remembered(result: dict[str, object]) -> int:
+    """How many ``remember`` calls of the run's result went through."""
+    effects = result.get("effects")
+    if not isinstance(effects, list):
+        return 0
+    return sum(
+        1
+        for e in effects
+        if isinstance(e, dict) and e.get("tool") == "remember" and e.get("status") == "done"
+    )
+
+
+def _customer(order: int, customers: int) -> str:
+    return f"c-{order % customers:03d}"
+
+
 def _summary(
     results: dict[str, dict[str, object]],
     runs: int,
@@ -144,20 +173,37 @@ def _summary(
     recovery_s: float | None,
     elapsed: float,
 ) -> int:
-    """Print the demo's summary (step 4); the exit code: 0 only if exact."""
+    """Print the demo's summary (step 5); the exit code: 0 only if exact. ``runs``: the first
+    requests; the rest of ``results`` asked again for orders refunded already."""
     by_status = Counter(r["status"] for r in results.values())
+    repeats = {k: r for k, r in results.items() if k.startswith("again-")}
+    refused = [r for r in repeats.values() if ALREADY_REFUNDED in str(r.get("answer") or "")]
+    remembered = sum(_remembered(r) for r in results.values())
     print()
-    print(f"runs finished:        {len(results)} of {runs} ({dict(by_status)}) in {elapsed:.1f} s")
+    print(f"runs finished:        {len(results)} ({dict(by_status)}) in {elapsed:.1f} s")
     print(f"effects executed:     {stats['effects']} {stats['effects_by_kind']}")
     print(f"duplicate effects:    {stats['duplicates']}")
     print(f"approvals granted:    {approved}")
+    print(f"memory:               {remembered} refunds remembered; {len(refused)} of "
+          f"{len(repeats)} repeated requests refused from memory, none refunded")  # fmt: skip
     last = status.last_completed_checkpoint if status else None
     attempt = status.attempt if status else "?"
     print(f"checkpoints taken:    {last} (the last completed id); attempt now {attempt}")
     if recovery_s is not None:
         print(f"recovery time:        {recovery_s:.2f} s (SIGKILL to the first checkpoint after)")
-    exact = len(results) == runs and stats["duplicates"] == 0 and by_status["done"] == runs
-    print("OK: every run finished once, no effect happened twice" if exact else "MISMATCH")
+    exact = (
+        len(results) - len(repeats) == runs
+        and stats["duplicates"] == 0
+        and by_status["done"] == len(results)
+        and stats["effects_by_kind"].get("refund") == runs
+        and remembered == runs
+        and len(refused) == len(repeats) > 0
+    )
+    print(
+        "OK: every run finished once, no effect happened twice, no order was refunded twice"
+        if exact
+        else "MISMATCH"
+    )
     return 0 if exact else 1
 
 

@@ -16,6 +16,7 @@ from sluicegate.agents.metrics import (
     COMPENSATION_OUTCOMES,
     EFFECT_OUTCOMES,
     JOURNAL_STATUSES,
+    MEMORY_ACTIONS,
     TOKEN_KINDS,
 )
 from sluicegate.agents.runs.state import RunStatus
@@ -55,6 +56,7 @@ async def test_agent_counters_are_zero_after_open_in_a_fresh_registry() -> None:
         key("sluicegate_agent_compensation_alerts_total"),
         key("sluicegate_agent_compensations_waiting"),
         *(key("sluicegate_agent_compensations_total", outcome=o) for o in COMPENSATION_OUTCOMES),
+        *(key("sluicegate_agent_memory_entries_total", action=a) for a in MEMORY_ACTIONS),
         *(key("sluicegate_agent_model_tokens_total", kind=k) for k in TOKEN_KINDS),
         *(
             key("sluicegate_agent_effects_total", kind=kind.value, outcome=outcome)

@@ -99,7 +99,10 @@ class FakeContext:
     def state_of(self, topic: str) -> DictState:
         return self.world.state(topic)
 
-    def emit(self, topic: str, value: bytes, *, key: bytes | None = None) -> None:
+    def emit(
+        self, topic: str, value: bytes, *, key: bytes | None = None, partition: int | None = None
+    ) -> None:
+        assert partition is None, "one partition here: the agent never asks for another"
         self.world.emitted.append((topic, key, value))
 
     def wake(self, key: bytes, *, topic: str | None = None, after_s: float = 0.0) -> None:

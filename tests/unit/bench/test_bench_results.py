@@ -126,3 +126,15 @@ def test_a_system_that_never_starts_or_stalls_after_starting_voids_the_benchmark
         asyncio.run(started_within(2, "faust x2", never))
     with pytest.raises(TimeoutError, match="9000 of 20000"):
         asyncio.run(started_within(3, "faust x2", stalls))
+
+
+@pytest.mark.parametrize("changelog", [False, True], ids=["rocksdb-files", "changelog"])
+def test_the_memory_benchmark_restores_the_memory_it_checkpointed(
+    tmp_path: Path, changelog: bool
+) -> None:
+    from bench.memory_state import measure
+
+    figures = asyncio.run(measure(300, 3, 2, 0.1, 0.01, tmp_path, changelog=changelog))
+    assert figures["changed MB"] > 0
+    assert figures["mean"] > 0
+    assert figures["state MB"] > 0
