@@ -107,6 +107,10 @@ class _Next:
         return arrival
 
 
+class _Stopped(BaseException):
+    """Thrown into an agent to stop it (a BaseException: ``except Exception`` lets it by)."""
+
+
 _NEXT = object()
 """What the coroutine yields when it awaits the next record."""
 
@@ -249,11 +253,24 @@ class AgentStepper:
         return self._resume(arrival)
 
     def close(self) -> None:
-        """Close the coroutine (``GeneratorExit`` runs the agent's ``finally`` blocks)."""
+        """Stop the agent: `_Stopped` is thrown to where it waits, which runs its ``finally``
+        blocks.
+
+        Not ``coroutine.close()``: ``GeneratorExit`` closes the awaitable a coroutine waits on
+        instead of reaching the agent, and for an async-generator agent that is the ``asend``
+        of its next reply, whose close leaves the generator marked running (the event loop's
+        ``aclose()`` of it at shutdown then fails)."""
         coroutine, self._coroutine = self._coroutine, None
         self._replies.clear()
-        if coroutine is not None:
-            coroutine.close()
+        if coroutine is None:
+            return
+        try:
+            coroutine.throw(_Stopped())
+        except (_Stopped, StopIteration, StopAsyncIteration):
+            return
+        except Exception:  # noqa: BLE001 - an agent's finally that raises while it stops
+            return
+        coroutine.close()  # it caught _Stopped and waited again: stop it all the same
 
     def _resume(self, sent: Arrival | None) -> Step:
         coroutine = self._coroutine

@@ -195,3 +195,26 @@ def test_the_feed_stream_refuses_dunder_lookups_as_attributes() -> None:
     assert not hasattr(FeedStream(), "__len__")
     with pytest.raises(UnsupportedFeatureError):
         _ = FeedStream().filter
+
+
+def test_closing_an_async_generator_agent_finishes_the_generator_itself() -> None:
+    generators: list[Any] = []
+    closed: list[bool] = []
+
+    async def agent(stream: Any) -> AsyncIterator[int]:
+        try:
+            async for value in stream:
+                yield value
+        finally:
+            closed.append(True)
+
+    def started(stream: Any) -> Any:
+        generators.append(agent(stream))
+        return generators[-1]
+
+    stepper = AgentStepper("a", started)
+    stepper.feed(arrival(1))
+    stepper.close()
+    assert closed == [True]
+    assert not generators[0].ag_running  # so a loop's aclose() at shutdown has nothing to do
+    assert generators[0].ag_frame is None
