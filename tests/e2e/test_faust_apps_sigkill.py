@@ -38,6 +38,7 @@ VOCABULARY = [f"w{i:02d}" for i in range(30)]
 ACCOUNTS = [f"acct-{i:02d}" for i in range(20)]
 INPUTS = int(os.environ.get("SLUICEGATE_FAUST_CHAOS_INPUTS", "6000"))
 KILLS = int(os.environ.get("SLUICEGATE_FAUST_CHAOS_KILLS", "4"))
+QUIET_S = 90.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +231,9 @@ async def test_faust_itself_through_sigkills_is_measured_and_reported(
 
 
 async def quiet_output(workers: FaustWorkers, bootstrap: str, topic: str) -> list[Any]:
-    """The output once it has not grown for 20 s (faust commits on its own timer; a restarted
-    worker may take a while to rejoin its group and catch up)."""
+    """The output once it has not grown for 90 s: longer than faust's consumer session timeout
+    (``broker_session_timeout``, 60 s), which a restarted worker may wait out before the group
+    gives it the killed one's partitions; faust also commits on its own timer."""
     last: list[Any] = []
     since = time.monotonic()
 
@@ -241,7 +243,7 @@ async def quiet_output(workers: FaustWorkers, bootstrap: str, topic: str) -> lis
         got = await read_committed(bootstrap, topic, 10**9, timeout_s=1.0)
         if len(got) != len(last):
             last, since = got, time.monotonic()
-        return time.monotonic() - since > 20
+        return time.monotonic() - since > QUIET_S
 
-    await wait_for(quiet, timeout_s=300, interval_s=1.0, what="faust's output to settle")
+    await wait_for(quiet, timeout_s=900, interval_s=1.0, what="faust's output to settle")
     return last
