@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from faust.events import Event
 from faust.models.fields import FieldDescriptor
 from faust.types.tuples import Message
 
@@ -52,8 +53,6 @@ class _Decoder:
         return Arrival(key, value, lambda: self._event(key, value, message))
 
     def _event(self, key: Any, value: Any, message: Message) -> Any:
-        from faust.events import Event
-
         return Event(self._app, key, value, message.headers, message)
 
 

@@ -36,7 +36,7 @@ class FaustWorkers:
         faust = Path(sys.executable).parent / "faust"
         log = (self.root / f"{name}.{self.starts}.log").open("wb")
         self.processes[name] = subprocess.Popen(
-            [str(faust), "-A", self.module, "worker", "--loglevel", "warning", "--without-web"],
+            [str(faust), "-A", self.module, "worker", "--loglevel", "warn", "--without-web"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         log.close()

@@ -17,6 +17,7 @@ from sluicegate.faust_adapter.stepping import (
     Failed,
     FeedStream,
     Finished,
+    run_now,
 )
 
 
@@ -218,3 +219,21 @@ def test_closing_an_async_generator_agent_finishes_the_generator_itself() -> Non
     assert closed == [True]
     assert not generators[0].ag_running  # so a loop's aclose() at shutdown has nothing to do
     assert generators[0].ag_frame is None
+
+
+def test_run_now_completes_what_completes_at_once_and_refuses_real_io() -> None:
+    async def key_of(value: str) -> str:
+        await asyncio.sleep(0)
+        return value.upper()
+
+    class Pending:
+        def __await__(self) -> Any:
+            yield self
+
+    async def slow() -> None:
+        await Pending()
+
+    assert run_now("a", key_of("x")) == "X"
+    assert run_now("a", "not awaitable") == "not awaitable"
+    with pytest.raises(AgentStepError, match="awaited real I/O"):
+        run_now("a", slow())
