@@ -40,6 +40,7 @@ FULL: list[list[str]] = [
         "--rounds",
         "3",
     ],
+    ["bench.faust_both_ways", "--posts", "10000"],
     ["bench.wordcount_throughput"],
     ["bench.checkpoint_e2e"],
     ["bench.recovery"],
@@ -53,6 +54,7 @@ FULL: list[list[str]] = [
 ]
 QUICK: list[list[str]] = [
     ["bench.peers_wordcount", "--lines", "2000", "--rounds", "2"],
+    ["bench.faust_both_ways", "--quick"],
     ["bench.wordcount_throughput", "--lines", "5000", "--rounds", "2"],
     ["bench.checkpoint_e2e", "--rate", "2000", "--seconds", "10"],
     ["bench.recovery", "--sizes-mb", "5,20"],

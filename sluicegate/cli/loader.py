@@ -15,11 +15,12 @@ from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.pipeline import Pipeline
 
-__all__ = ["load_graph"]
+__all__ = ["is_faust_app", "load_graph", "load_module_attribute"]
 
 
 def load_graph(spec: str) -> JobGraph:
-    """The job graph named by ``spec``: a `JobGraph`, a `Pipeline`, or a function returning one."""
+    """The job graph named by ``spec``: a `JobGraph`, a `Pipeline`, a function returning one,
+    or a ``faust.App`` (run by `sluicegate.faust_adapter`, which imports faust: only then)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigError("--pipeline", f"{spec!r} is not module:attribute (e.g. app.flows:wc)")
@@ -35,6 +36,10 @@ def load_graph(spec: str) -> JobGraph:
     target = getattr(module, attribute, None)
     if target is None:
         raise ConfigError("--pipeline", f"{module_name} has no attribute {attribute!r}")
+    if is_faust_app(target):
+        from sluicegate.faust_adapter import pipeline_of
+
+        return pipeline_of(target, modules=[module]).build()
     if callable(target) and not isinstance(target, JobGraph | Pipeline):
         target = target()
     if isinstance(target, Pipeline):
@@ -42,6 +47,32 @@ def load_graph(spec: str) -> JobGraph:
     if isinstance(target, JobGraph):
         return target
     raise ConfigError("--pipeline", f"{spec} is neither a Pipeline nor a JobGraph")
+
+
+def load_module_attribute(spec: str) -> tuple[object, object]:
+    """The module and the object ``spec`` (``module:attribute``) names."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError("APP", f"{spec!r} is not module:attribute (e.g. myapp:app)")
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError("APP", _not_found(module_name, exc, folder)) from exc
+    if not hasattr(module, attribute):
+        raise ConfigError("APP", f"{module_name} has no attribute {attribute!r}")
+    return module, getattr(module, attribute)
+
+
+def is_faust_app(obj: object) -> bool:
+    """Whether ``obj`` is a ``faust.App``, asked without importing faust (the engine and the
+    CLI never do; only `sluicegate.faust_adapter` does)."""
+    return any(
+        f"{kind.__module__}.{kind.__qualname__}" == "faust.app.base.App"
+        for kind in type(obj).__mro__
+    )
 
 
 def _not_found(module_name: str, exc: ModuleNotFoundError, folder: str) -> str:

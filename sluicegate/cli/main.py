@@ -24,6 +24,8 @@ Only this module configures logging handlers. Subcommands so far:
 * ``sluicegate runs rollback RUN --to-step N``: undo a run's effects after step N
   (`sluicegate.cli.rollback`, docs/rollback.md).
 * ``sluicegate deploy render --pipeline module:attr --workers N ...``: Kubernetes manifests.
+* ``sluicegate faust check|run myapp:app``: a faust-streaming application on sluicegate
+  (`sluicegate.cli.faust`, docs/faust.md).
 * ``sluicegate demo``: the refund-desk agent demo through ``up``, with a worker killed mid-run;
   ``sluicegate demo --wordcount``: the word-count demo in one process.
 """
@@ -45,6 +47,7 @@ from sluicegate.cli.commands import register as register_client_commands
 from sluicegate.cli.decisions import add_decision_commands
 from sluicegate.cli.deploy import register as register_deploy_commands
 from sluicegate.cli.dev import register as register_dev_commands
+from sluicegate.cli.faust import register as register_faust_commands
 from sluicegate.cli.logs import configure_logging
 from sluicegate.cli.memory import register as register_memory_commands
 from sluicegate.cli.processes import register as register_process_commands
@@ -122,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     add_decision_commands(commands)
     add_rollback_command(add_runs_commands(commands))
     register_deploy_commands(commands)
+    register_faust_commands(commands)
 
     demo = commands.add_parser("demo", help="run the demo pipeline on the embedded defaults")
     demo.add_argument("--runs", type=int, default=60, help="how many refund requests")

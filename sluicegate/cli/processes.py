@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from sluicegate.operators.runtime.loop_health import LoopHealth
     from sluicegate.operators.runtime.worker import Worker
 
-__all__ = ["flags_of", "register"]
+__all__ = ["add_up_flags", "flags_of", "register", "run_up"]
 
 logger = logging.getLogger("sluicegate")
 
@@ -124,6 +124,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     up = commands.add_parser("up", help="broker, coordinator and workers on this machine")
     up.add_argument("--pipeline", required=True, help=PIPELINE_HELP)
+    add_up_flags(up)
+    up.set_defaults(run=_up)
+
+
+def add_up_flags(up: argparse.ArgumentParser) -> None:
+    """The flags of ``up`` besides ``--pipeline`` (``sluicegate faust run`` takes them too)."""
     up.add_argument("--workers", type=int, default=2, help="how many workers")
     up.add_argument(
         "--slots", type=int, default=_default(WorkerSettings, "slots"), help="slots per worker"
@@ -139,7 +145,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     _add_restore(up)
     _add_state_changelog(up)
-    up.set_defaults(run=_up)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """``sluicegate up`` with ``args.pipeline``."""
+    return _up(args)
 
 
 def flags_of(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:

@@ -73,3 +73,22 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
         "from sluicegate import Agent\nimport operators.graph\n"
     )
     assert imported_parts(module) == {"coordinator", "agents", "app", "bare operators"}
+
+
+def test_only_the_faust_adapter_imports_faust() -> None:
+    # faust-streaming is the optional extra sluicegate[faust]: the engine must run without it
+    offenders = []
+    for top in (*LIBRARIES, "sluicegate"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "faust_adapter" in path.parts:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                names = (
+                    [a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                )  # fmt: skip
+                if any(n.split(".")[0] in {"faust", "mode"} for n in names):
+                    offenders.append(str(path.relative_to(ROOT)))
+    # the CLI's faust commands import it only to tell a user without the extra how to get it
+    assert offenders == ["sluicegate/cli/faust.py"]

@@ -66,3 +66,35 @@ def test_a_core_loads_no_io_library(module: str) -> None:
 
 def test_the_check_sees_an_io_library() -> None:
     assert "aiokafka" in loaded_io_libraries("sluicegate.operators.runtime.worker")
+
+
+ENGINE_ENTRY_POINTS = (
+    "sluicegate",
+    "sluicegate.operators.runtime.worker",
+    "sluicegate.coordinator.service",
+    "sluicegate.agents.operator",
+    "sluicegate.cli.main",
+    "sluicegate.cli.loader",
+)
+
+
+def loaded_modules(module: str, names: tuple[str, ...]) -> list[str]:
+    probe = (
+        f"import json, sys, {module}\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({names!r}))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded: list[str] = json.loads(out.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("module", ENGINE_ENTRY_POINTS)
+def test_the_engine_never_imports_faust(module: str) -> None:
+    # faust is an optional extra (sluicegate[faust]): only sluicegate.faust_adapter loads it
+    assert loaded_modules(module, ("faust", "mode")) == []
+
+
+def test_the_faust_check_sees_faust() -> None:
+    assert loaded_modules("sluicegate.faust_adapter", ("faust",)) == ["faust"]

@@ -1,0 +1,77 @@
+"""A `FaustPlan` as a sluicegate `Pipeline`.
+
+* A topic an agent reads and no agent writes is a **source** (the outside world writes it);
+  one agents write and no agent reads is an exactly-once **sink**; one both read and write is a
+  **topic** between operators (its records carry sluicegate's headers; the outside world must
+  not write it).
+* Each agent is one operator, uid the agent's name (lower case); one that groups is two: the
+  re-keying stage ``<uid>.group-by`` and the body ``<uid>``, joined by the repartition topic
+  ``sluicegate.<pipeline>.<faust's repartition topic name>``.
+* Tables are the keyed state of the operator whose records write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluicegate.faust_adapter.operators import AgentOperator, GroupByOperator
+from sluicegate.faust_adapter.plan import AgentPlan, FaustPlan
+from sluicegate.operators.contract import Operator
+from sluicegate.operators.pipeline import Pipeline
+
+__all__ = ["build_pipeline"]
+
+
+def build_pipeline(plan: FaustPlan, *, parallelism: int = 1) -> Pipeline:
+    """The job of ``plan`` (refused first if it uses what sluicegate does not run); every
+    operator at ``parallelism``, capped by its input's partitions."""
+    plan.check()
+    reads = {a.body_input.name for a in plan.agents} | {a.source.name for a in plan.agents}
+    writes = {t for a in plan.agents for t in (*a.sends, *a.sinks)}
+    writes |= {a.repartition.topic.name for a in plan.agents if a.repartition is not None}
+    p = Pipeline(plan.pipeline)
+    for topic in plan.topics:
+        if topic.name in reads and topic.name in writes:
+            p.topic(topic.name, partitions=topic.partitions)
+        elif topic.name in reads:
+            p.source(topic.name, partitions=topic.partitions)
+        else:
+            p.sink(topic.name, partitions=topic.partitions)
+    for agent in plan.agents:
+        _add_agent(p, plan, agent, parallelism)
+    return p
+
+
+def _add_agent(p: Pipeline, plan: FaustPlan, agent: AgentPlan, parallelism: int) -> None:
+    app = plan.app
+    repartition = agent.repartition
+    if repartition is not None:
+
+        def group_by() -> Operator:
+            return GroupByOperator(app, agent, repartition)
+
+        p.operator(
+            f"{agent.uid}.group-by", factory=group_by, inputs=agent.source.name,
+            outputs=repartition.topic.name,
+            parallelism=min(parallelism, agent.source.partitions),
+        )  # fmt: skip
+    sinks = {name: _sink_object(app, agent, name) for name in agent.sinks}
+
+    def body() -> Operator:
+        return AgentOperator(app, agent, sinks)
+
+    p.operator(
+        agent.uid, factory=body, inputs=agent.body_input.name,
+        outputs=tuple(dict.fromkeys((*agent.sends, *agent.sinks))),
+        parallelism=min(parallelism, agent.body_input.partitions),
+    )  # fmt: skip
+
+
+def _sink_object(app: Any, agent: AgentPlan, name: str) -> Any:
+    """The faust object (topic or agent) of ``agent``'s sink ``name``."""
+    faust_agent = next(a for a in app.agents.values() if a.name == agent.name)
+    for sink in faust_agent._sinks or ():
+        channel = getattr(sink, "channel", sink)
+        if channel.get_topic_name() == name:
+            return sink
+    raise LookupError(name)

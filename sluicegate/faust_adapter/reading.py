@@ -1,0 +1,348 @@
+"""Reading a faust ``App`` without starting it: its agents, topics, codecs and tables, into a
+`FaustPlan`, and every feature sluicegate does not run into a `Refusal` with its source line.
+
+Nothing of faust is started: no worker, consumer, producer or web server. What is read:
+
+1. ``app.agents``: each agent's function, its topic (name, partitions, the ``Topic`` whose
+   codecs decode it), ``concurrency``, ``isolated_partitions`` and ``sink=[...]``;
+2. what each agent may send to: the faust topics and agents its function (and the module's
+   functions it calls) names, found in its code's globals and closure;
+3. each agent's stream calls, by a *probe*: the function is started on a `FeedStream` and run
+   to the point where it awaits its first record (so ``stream.group_by(...)`` has been called,
+   and an unsupported stream method has raised), then closed;
+4. ``app.tables``: plain ``app.Table(name, default=...)`` only;
+5. timers, crontabs, tasks, services and web pages: refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import inspect
+import re
+import types
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from faust.agents.agent import Agent as FaustAgent
+from faust.models.fields import FieldDescriptor
+from faust.tables.table import Table as FaustTable
+from faust.topics import Topic as FaustTopic
+from faust.web.views import View as FaustView
+
+from sluicegate.faust_adapter.exceptions import UnsupportedFeatureError
+from sluicegate.faust_adapter.plan import (
+    AgentPlan,
+    FaustPlan,
+    Refusal,
+    Repartition,
+    TablePlan,
+    TopicPlan,
+)
+from sluicegate.faust_adapter.stepping import AgentStepper, Awaiting, Failed, Finished
+
+__all__ = ["read_app"]
+
+_PIPELINE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LATER = "see docs/faust.md, 'Not supported yet'"
+
+
+def read_app(
+    app: Any, *, modules: Iterable[types.ModuleType] = (), pipeline: str | None = None
+) -> FaustPlan:
+    """The plan of ``app``; ``modules`` are where its objects are defined (for source lines;
+    the agents' modules are added), ``pipeline`` the job's name (default: the app's id)."""
+    refusals: list[Refusal] = []
+    scanned = _modules_of(app, modules)
+    name = (pipeline or str(app.conf.id)).lower()
+    if not _PIPELINE.fullmatch(name):
+        refusals.append(Refusal(
+            f"app id {name!r} as a pipeline name", _line_of(app, scanned),
+            "a pipeline name is 1-100 of [a-z0-9_.-], starting alnum: pass --name",
+        ))  # fmt: skip
+    topics: dict[str, TopicPlan] = {}
+    agents = [
+        plan
+        for agent in app.agents.values()
+        if (plan := _agent(app, agent, name, topics, refusals)) is not None
+    ]
+    tables = [t for table in app.tables.values() if (t := _table(table, scanned, refusals))]
+    refusals.extend(_tasks(app, scanned))
+    refusals.extend(_pages(scanned))
+    return FaustPlan(app, name, tuple(agents), tuple(topics.values()), tuple(tables),
+                     tuple(refusals))  # fmt: skip
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+def _agent(
+    app: Any, agent: Any, pipeline: str, topics: dict[str, TopicPlan], refusals: list[Refusal]
+) -> AgentPlan | None:
+    where = _where_function(agent.fun)
+    before = len(refusals)
+    source = _topic_of(app, agent.channel, f"@app.agent({agent.channel!r})", where, refusals)
+    if getattr(agent, "concurrency", 1) != 1:
+        refusals.append(Refusal(f"@app.agent(concurrency={agent.concurrency})", where,
+                                "an agent runs one record at a time per subtask; raise the "
+                                "parallelism instead"))  # fmt: skip
+    if getattr(agent, "isolated_partitions", False):
+        refusals.append(Refusal("@app.agent(isolated_partitions=True)", where, _LATER))
+    sinks = [
+        plan.name
+        for sink in getattr(agent, "_sinks", ()) or ()
+        if (plan := _send_target(app, sink, "sink=[...]", where, refusals)) is not None
+        and _remember(topics, plan)
+    ]
+    sends = [
+        plan.name
+        for target in _referenced(agent.fun)
+        if (plan := _send_target(app, target, "send", where, refusals)) is not None
+        and _remember(topics, plan)
+    ]
+    repartition = _probe(app, agent, pipeline, source, refusals)
+    if source is None or len(refusals) > before:
+        return None
+    _remember(topics, source)
+    if repartition is not None:
+        _remember(topics, repartition.topic)
+    return AgentPlan(
+        name=agent.name, uid=_uid(agent.name), function=agent.fun, source=source,
+        repartition=repartition, sends=tuple(dict.fromkeys(sends)),
+        sinks=tuple(dict.fromkeys(sinks)), where=where,
+    )  # fmt: skip
+
+
+def _remember(topics: dict[str, TopicPlan], plan: TopicPlan) -> bool:
+    topics.setdefault(plan.name, plan)
+    return True
+
+
+def _topic_of(
+    app: Any, channel: Any, feature: str, where: str, refusals: list[Refusal]
+) -> TopicPlan | None:
+    if not isinstance(channel, FaustTopic):
+        refusals.append(Refusal(f"{feature} over an in-memory channel", where,
+                                "agents read Kafka topics (app.topic(...))"))  # fmt: skip
+        return None
+    if channel.pattern is not None or len(channel.topics) != 1:
+        refusals.append(Refusal(f"{feature} over a topic pattern or several topics", where,
+                                "give each topic its own agent"))  # fmt: skip
+        return None
+    partitions = int(channel.partitions or app.conf.topic_partitions)
+    return TopicPlan(channel.get_topic_name(), partitions, channel)
+
+
+def _send_target(
+    app: Any, target: Any, feature: str, where: str, refusals: list[Refusal]
+) -> TopicPlan | None:
+    if isinstance(target, FaustAgent):
+        return _topic_of(app, target.channel, f"{feature} to agent {target.name}", where,
+                         refusals)  # fmt: skip
+    if isinstance(target, FaustTopic):
+        return _topic_of(app, target, f"{feature} to {target!r}", where, refusals)
+    if feature == "sink=[...]":
+        refusals.append(Refusal(f"sink={target!r} (a callable sink)", where,
+                                "sinks are topics or agents"))  # fmt: skip
+    return None
+
+
+def _referenced(function: Any) -> Iterator[Any]:
+    """The objects ``function`` loads as globals (not attribute names: ``line.split`` is no
+    reference to a global ``split``) or from its closure, and those of the module's functions
+    it names, recursively."""
+    seen: set[int] = set()
+    pending = [function]
+    while pending:
+        fun = pending.pop()
+        if id(fun) in seen or not inspect.isfunction(fun):
+            continue
+        seen.add(id(fun))
+        names: set[str] = set()
+        codes = [fun.__code__]
+        while codes:
+            code = codes.pop()
+            names.update(i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_LOADS)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        found = [fun.__globals__[n] for n in sorted(names) if n in fun.__globals__]
+        found += [cell.cell_contents for cell in fun.__closure__ or () if _filled(cell)]
+        for obj in found:
+            if inspect.isfunction(obj):
+                pending.append(obj)
+            else:
+                yield obj
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _probe(
+    app: Any, agent: Any, pipeline: str, source: TopicPlan | None, refusals: list[Refusal]
+) -> Repartition | None:
+    """Run the agent to its first wait on a `FeedStream`: its stream calls are then made."""
+    stepper = AgentStepper(agent.name, agent.fun)
+    where = _where_function(agent.fun)
+    try:
+        step = stepper.start()
+        calls = list(stepper.stream.calls) if stepper.stream is not None else []
+    finally:
+        stepper.close()
+    if isinstance(step, Failed):
+        if isinstance(step.error, UnsupportedFeatureError):
+            refusals.append(Refusal(step.error.feature, step.error.where, step.error.hint))
+        else:
+            refusals.append(Refusal(
+                f"agent {agent.name} raising {step.error!r} before its first record", where
+            ))  # fmt: skip
+        return None
+    if isinstance(step, Finished):
+        refusals.append(Refusal(f"agent {agent.name} returning before its first record", where))
+        return None
+    assert isinstance(step, Awaiting)
+    if not calls:
+        return None
+    if len(calls) > 1:
+        refusals.append(
+            Refusal(
+                "stream.group_by twice in one agent",
+                calls[1].where,
+                "group once per agent; send to another agent to regroup",
+            )
+        )
+        return None
+    call = calls[0]
+    if source is None:
+        return None
+    if call.topic is not None:
+        plan = _topic_of(app, call.topic, "stream.group_by(topic=...)", call.where, refusals)
+        return Repartition(call.key, plan, call.where) if plan is not None else None
+    name = call.name
+    if name is None and isinstance(call.key, FieldDescriptor):
+        name = call.key.ident
+    if not name:
+        refusals.append(
+            Refusal(
+                "stream.group_by(callable) without name=",
+                call.where,
+                "faust needs name= too: the repartition topic's suffix",
+            )
+        )
+        return None
+    channel = source.channel
+    prefix = "" if channel.has_prefix else f"{agent.name}-"
+    partitions = call.partitions or int(app.conf.topic_partitions)
+    derived = channel.derive(
+        prefix=prefix, suffix=f"-{name}-repartition", partitions=partitions, internal=True
+    )
+    topic = TopicPlan(f"sluicegate.{pipeline}.{derived.get_topic_name()}", partitions, derived)
+    return Repartition(call.key, topic, call.where)
+
+
+def _uid(agent_name: str) -> str:
+    uid = re.sub(r"[^a-z0-9_.-]", "-", agent_name.lower()).strip("-._")
+    return uid[:100] or "agent"
+
+
+# -- tables, tasks, pages ---------------------------------------------------------------------
+
+
+def _table(table: Any, modules: list[types.ModuleType], refusals: list[Refusal]) -> TablePlan:
+    where = _line_of(table, modules)
+    kind = type(table)
+    if kind is not FaustTable:
+        refusals.append(Refusal(f"app.{kind.__name__}({table.name!r})", where, _LATER))
+    elif getattr(table, "window", None) is not None:
+        refusals.append(Refusal(f"windowed table {table.name!r} (.tumbling/.hopping)", where,
+                                _LATER))  # fmt: skip
+    elif getattr(table, "_on_window_close", None) is not None:
+        refusals.append(Refusal(f"table {table.name!r} on_window_close", where, _LATER))
+    return TablePlan(table.name, table, where)
+
+
+def _tasks(app: Any, modules: list[types.ModuleType]) -> Iterator[Refusal]:
+    for task in getattr(app, "_app_tasks", ()):
+        inner = getattr(task, "__wrapped__", task)
+        kind = {"around_timer": "app.timer", "cron_starter": "app.crontab"}.get(
+            getattr(getattr(inner, "__code__", None), "co_name", ""), "app.task"
+        )
+        user = inspect.unwrap(task)
+        yield Refusal(f"{kind} {getattr(user, '__name__', '?')}", _where_function(user), _LATER)
+    for service in getattr(app, "_extra_services", ()):
+        yield Refusal(f"app.service {service.__name__}", _where_function(service), _LATER)
+
+
+def _pages(modules: list[types.ModuleType]) -> Iterator[Refusal]:
+    seen: set[int] = set()
+    for module in modules:
+        for value in list(vars(module).values()):
+            if (
+                inspect.isclass(value)
+                and issubclass(value, FaustView)
+                and getattr(value, "view_path", None)
+                and id(value) not in seen
+            ):
+                seen.add(id(value))
+                yield Refusal(
+                    f"app.page({value.view_path!r})",
+                    _line_of(value, modules),
+                    "web views are not served; read the tables' topics instead",
+                )
+
+
+# -- where things are -------------------------------------------------------------------------
+
+
+def _modules_of(app: Any, modules: Iterable[types.ModuleType]) -> list[types.ModuleType]:
+    found = list(modules)
+    for agent in app.agents.values():
+        module = inspect.getmodule(agent.fun)
+        if module is not None and module not in found:
+            found.append(module)
+    return found
+
+
+def _where_function(function: Any) -> str:
+    """``file:line`` of a function's (or class's) definition, decorators included."""
+    try:
+        path = inspect.getsourcefile(function) or "<unknown>"
+        code = getattr(function, "__code__", None)
+        line = code.co_firstlineno if code is not None else inspect.getsourcelines(function)[1]
+    except (OSError, TypeError):
+        return "<unknown>"
+    return f"{path}:{line}"
+
+
+def _line_of(obj: Any, modules: list[types.ModuleType]) -> str:
+    """``file:line`` of the module-level assignment or definition that binds ``obj`` (or an
+    object wrapping it, such as a windowed table); a decorated one's first decorator."""
+    for module in modules:
+        names = {n for n, v in vars(module).items() if v is obj or getattr(v, "table", None) is obj}
+        path: str | None = getattr(module, "__file__", None)
+        if not names or path is None:
+            continue
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            return path
+        for node in ast.walk(tree):
+            targets = (
+                node.targets if isinstance(node, ast.Assign)
+                else [node.target] if isinstance(node, ast.AnnAssign) else []
+            )  # fmt: skip
+            if isinstance(node, ast.Assign | ast.AnnAssign) and any(
+                isinstance(t, ast.Name) and t.id in names for t in targets
+            ):
+                return f"{path}:{node.lineno}"
+            if isinstance(node, _DEFINITIONS) and node.name in names:
+                first = node.decorator_list[0] if node.decorator_list else node
+                return f"{path}:{first.lineno}"
+        return path
+    return "<unknown>"

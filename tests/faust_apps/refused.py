@@ -1,0 +1,33 @@
+"""A faust app using what sluicegate does not run yet: each is refused by name and line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+
+app = faust.App("faust-refused", broker="kafka://127.0.0.1:1", topic_partitions=2)
+clicks = app.topic("clicks-refused", value_type=str)
+per_minute = app.Table("per_minute", default=int).tumbling(60.0)  # line 11: windowed
+everywhere = app.GlobalTable("everywhere", default=int)  # line 12
+
+
+@app.agent(clicks)
+async def batches(stream: Any) -> None:
+    async for values in stream.take(100, within=10):  # line 17: stream.take
+        print(values)
+
+
+@app.timer(interval=5.0)  # type: ignore[untyped-decorator] # line 21
+async def every_five_seconds() -> None:
+    pass
+
+
+@app.crontab("0 * * * *")  # line 26
+async def hourly() -> None:
+    pass
+
+
+@app.page("/counts/")  # line 31
+async def counts(web: Any, request: Any) -> Any:
+    return web.json({})

@@ -1,0 +1,75 @@
+"""A faust app's table rescaled from a savepoint: the account totals at parallelism 2, stopped
+with a savepoint, restored at parallelism 3 (the table's rows re-split by input partition), then
+more deposits: every total published exactly once and each account's last one its sum."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
+from sluicegate.faust_adapter import pipeline_of
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.savepoints.store import SavepointStore
+from sluicegate.operators.storage import open_storage
+from sluicegate.testing import produce_lines, read_committed
+from tests.faust_apps import accounts
+from tests.jobs import running
+
+ACCOUNTS = [f"acct-{i:02d}" for i in range(25)]
+
+
+async def test_account_totals_restore_from_a_savepoint_at_another_parallelism(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(5)
+    tag = uuid.uuid4().hex[:8]
+    app = accounts.make_app(tag)
+    graph2 = pipeline_of(app, modules=[accounts], parallelism=2).build()
+    graph3 = pipeline_of(app, modules=[accounts], parallelism=3).build()
+    await ensure_topics(kafka_bootstrap, graph2)
+    storage = open_storage(tmp_path / "storage")
+    deposits: list[tuple[str, int]] = []
+
+    async def produce(n: int) -> None:
+        batch = [(rng.choice(ACCOUNTS), rng.randint(1, 50)) for _ in range(n)]
+        deposits.extend(batch)
+        lines = [accounts.Deposit(account=a, amount=x).dumps().decode() for a, x in batch]
+        await produce_lines(kafka_bootstrap, f"deposits-{tag}", lines)
+
+    async with running(graph2, storage, kafka_bootstrap, tmp_path / "w2") as job:
+        await produce(1500)
+        await read_committed(kafka_bootstrap, f"totals-{tag}", len(deposits), 120)
+        await asyncio.to_thread(CoordinatorClient(job.url).create_savepoint, "p2", stop=True)
+        await asyncio.wait_for(job.task, 60)
+    saved = await SavepointStore(storage).load("p2")
+    body = "tests.faust_apps.accounts.add_deposits"
+    assert saved.operators[body].parallelism == 2
+
+    async with running(graph3, storage, kafka_bootstrap, tmp_path / "w3",
+                       from_savepoint="p2") as job:  # fmt: skip
+        await produce(1500)
+        records = await read_committed(kafka_bootstrap, f"totals-{tag}", len(deposits), 120)
+        assign = job.coordinator.facts().assign
+        assert assign is not None
+        subtasks = {s for worker in assign.assignment.values() for s in worker}
+        assert {f"{body}#{i}" for i in range(3)} <= subtasks
+
+    sums = Counter[str]()
+    per_account = Counter[str]()
+    for account, amount in deposits:
+        sums[account] += amount
+        per_account[account] += 1
+    totals: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        total = accounts.Total.loads(r.value)
+        totals[total.account].append(total.total)
+    assert len(records) == len(deposits)
+    for account, seen in totals.items():
+        assert seen == sorted(set(seen)), account  # none repeated: no duplicate
+        assert len(seen) == per_account[account], account
+        assert seen[-1] == sums[account], account  # the rows moved with their partitions
+    assert set(totals) == set(sums)
