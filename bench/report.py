@@ -15,7 +15,10 @@ of its benchmark and skipped when that benchmark did not run:
 * ``checkpoints.png``: end-to-end and alignment time of each checkpoint over the run, from
   ``bench.checkpoint_e2e``;
 * ``recovery.png``: SIGKILL to the first record processed vs state size, with and without a
-  local copy, from ``bench.recovery``.
+  local copy, from ``bench.recovery``;
+* ``coordinator_scale.png``: the coordinator's CPU per checkpoint (median of the rounds, bars
+  from the lowest to the highest round) and trigger-to-complete p50 vs subtasks, with the
+  line of linear growth from the smallest size, from ``bench.coordinator_scale``.
 """
 
 from __future__ import annotations
@@ -122,10 +125,41 @@ def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
     return True
 
 
+def plot_coordinator_scale(plt: Any, rows: list[Row], out: Path) -> bool:
+    points = sorted(
+        (r for r in rows if r["bench"] == "coordinator_scale" and r["kind"] == "size"),
+        key=lambda r: r["subtasks"],
+    )
+    if not points:
+        return False
+    figure, axes = plt.subplots(figsize=(6, 4))
+    xs = [r["subtasks"] for r in points]
+    mids = [median(r["cpu_s"]) * 1000 for r in points]
+    low = [m - min(r["cpu_s"]) * 1000 for m, r in zip(mids, points, strict=True)]
+    high = [max(r["cpu_s"]) * 1000 - m for m, r in zip(mids, points, strict=True)]
+    axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label="CPU a checkpoint")
+    axes.plot(xs, [r["wall_p50_s"] * 1000 for r in points], marker="s",
+              label="trigger to complete, p50")  # fmt: skip
+    axes.plot(xs, [mids[0] * x / xs[0] for x in xs], linestyle="--", color="grey",
+              label="linear from the smallest")  # fmt: skip
+    axes.axhline(1000, color="red", linestyle=":", label="target at 10,000: 1 s")
+    axes.set(xlabel="subtasks", ylabel="ms (coordinator only)",
+             title="Coordinator at scale, simulated")  # fmt: skip
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "coordinator_scale.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
 PLOTS = {
     "peers_wordcount": ("throughput.png", plot_throughput),
     "checkpoint_e2e": ("checkpoints.png", plot_checkpoints),
     "recovery": ("recovery.png", plot_recovery),
+    "coordinator_scale": ("coordinator_scale.png", plot_coordinator_scale),
 }
 
 

@@ -48,6 +48,7 @@ FULL: list[list[str]] = [
     ["bench.incremental_upload"],
     ["bench.profile_wordcount"],
     ["bench.savepoint_cost"],
+    ["bench.coordinator_scale"],
 ]
 QUICK: list[list[str]] = [
     ["bench.peers_wordcount", "--lines", "2000", "--rounds", "2"],
@@ -59,6 +60,7 @@ QUICK: list[list[str]] = [
     ["bench.incremental_upload", "--keys", "20000", "--checkpoints", "10"],
     ["bench.profile_wordcount", "--lines", "2000"],
     ["bench.savepoint_cost", "--sizes", "10000"],
+    ["bench.coordinator_scale", "--subtasks", "100,1000", "--checkpoints", "3", "--rounds", "2"],
 ]
 
 

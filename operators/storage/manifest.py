@@ -161,8 +161,15 @@ class CheckpointManifest(BaseModel):
     def is_full(self) -> bool:
         """Whether every file of this checkpoint is in its own folder (a full checkpoint),
         shared with no other."""
-        paths = [f.path for s in self.subtasks.values() for f in s.handle.all_files]
-        return bool(paths) and all(p.startswith(f"{CHECKPOINTS}/") for p in paths)
+        # Asked of every retained manifest after every checkpoint: stops at the first file
+        # in ``shared/``, an incremental checkpoint's first file as a rule.
+        prefix, seen = f"{CHECKPOINTS}/", False
+        for snapshot in self.subtasks.values():
+            for f in snapshot.handle.all_files:
+                if not f.path.startswith(prefix):
+                    return False
+                seen = True
+        return seen
 
     @property
     def full_bytes(self) -> int:
