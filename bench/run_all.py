@@ -49,6 +49,7 @@ FULL: list[list[str]] = [
     ["bench.profile_wordcount"],
     ["bench.savepoint_cost"],
     ["bench.coordinator_scale"],
+    ["bench.parked_runs"],
 ]
 QUICK: list[list[str]] = [
     ["bench.peers_wordcount", "--lines", "2000", "--rounds", "2"],
@@ -61,6 +62,7 @@ QUICK: list[list[str]] = [
     ["bench.profile_wordcount", "--lines", "2000"],
     ["bench.savepoint_cost", "--sizes", "10000"],
     ["bench.coordinator_scale", "--subtasks", "100,1000", "--checkpoints", "3", "--rounds", "2"],
+    ["bench.parked_runs", "--parked", "100,2000", "--rounds", "2", "--active", "5"],
 ]
 
 
