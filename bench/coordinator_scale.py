@@ -7,7 +7,8 @@ The real `Coordinator` and its checkpoint tracker, driven over the in-memory con
 (`operators.runtime.control.InMemoryBus`, the link of `LocalJob`) with real checkpoint storage
 (a temporary folder), and simulated workers in place of real ones: ``--per-worker`` subtasks
 each, every worker heartbeating once a (simulated) second, every subtask acking every
-checkpoint at once with a state handle of two files and its input positions. The job is two
+checkpoint at once with a state handle of two files (uploaded to storage first, outside the
+measured span, so that retention deletes files that exist) and its input positions. The job is two
 operators of ``subtasks / 2`` each. Time is simulated: the coordinator gets the simulated
 clock in every `Coordinator.step` (heartbeats, intervals and timeouts run on it), so a run
 takes as long as the coordinator's own work. Its messages arrive a worker's at a time: one
@@ -123,6 +124,11 @@ class SimulatedWorkers:
             str(s): dict.fromkeys(graph.input_partitions(s), 1000) for s in graph.subtasks()
         }
         self._next_beat = {w: i * HEARTBEAT_S / count for i, w in enumerate(self.ids)}
+        self.uploads: list[str] = []
+        """Files the acks name that storage does not hold yet: the driver writes them before
+        it hands the acks over (outside the measured span), as subtasks upload before they
+        ack, so that retention deletes files that exist."""
+        self._uploaded: set[str] = set()
 
     def react(self, sent: Iterable[ToWorker]) -> list[list[bytes]]:
         """Batches (one per worker) of what the workers answer to ``sent``, in wire form."""
@@ -155,6 +161,11 @@ class SimulatedWorkers:
         return encode_message(Heartbeat(worker, f"{worker}-1", self.slots, self.attempt, hosted))
 
     def _acks(self, worker: str, n: int) -> list[bytes]:
+        for s in self.assignment.get(worker, ()):
+            for f in _handle(s, n).files:
+                if f.path not in self._uploaded:
+                    self._uploaded.add(f.path)
+                    self.uploads.append(f.path)
         return [
             encode_message(
                 CheckpointAck(
@@ -206,8 +217,9 @@ class Driver:
         self.bus = InMemoryBus()
         self.link = _Recording(self.bus.coordinator_end(), self)
         self.inbox = self.bus.worker_end()
+        self.storage = open_storage(root)
         self.coordinator = Coordinator(
-            self.graph, bootstrap="127.0.0.1:1", storage=open_storage(root), settings=SETTINGS,
+            self.graph, bootstrap="127.0.0.1:1", storage=self.storage, settings=SETTINGS,
             link=self.link,
         )  # fmt: skip
         self.workers = SimulatedWorkers(self.graph, per_worker)
@@ -251,7 +263,11 @@ class Driver:
         for batch in batches or [[]]:
             await self.coordinated(batch)
         while sent := await self.inbox.receive(0):
-            for batch in self.workers.react(sent):
+            batches = self.workers.react(sent)
+            uploads, self.workers.uploads = self.workers.uploads, []
+            for path in uploads:  # the subtasks' uploads: not the coordinator's work
+                await self.storage.put(path, b"sst")
+            for batch in batches:
                 await self.coordinated(batch)
 
     async def until(self, done: Callable[[], bool], *, passes: int = 100_000) -> None:

@@ -192,8 +192,7 @@ async def apply_retention(
         return plan
     for n in plan.delete_checkpoints:
         await storage.delete(checkpoint_manifest(n))
-    for path in plan.delete_files:
-        await storage.delete(path)
+    await storage.delete_many(plan.delete_files)
     for n in plan.delete_checkpoints:
         for path in await storage.list(checkpoint_prefix(n)):
             await storage.delete(path)
