@@ -84,6 +84,7 @@ from sluicegate.agents.rollback import machine as rollback
 from sluicegate.agents.rollback.compensation import Compensator
 from sluicegate.agents.runs import machine
 from sluicegate.agents.runs.cache import DEFAULT_CAPACITY, RunCache
+from sluicegate.agents.runs.header import RunHeader
 from sluicegate.agents.runs.state import RunState, RunStatus, run_key
 from sluicegate.agents.runs.tracker import RunTracker
 from sluicegate.agents.tools import Tool, ToolDeclarationError, ToolSource, tool_schemas
@@ -198,6 +199,17 @@ class AgentOperator(Operator):
         restored: list[tuple[str, int]] = []
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
+                header = RunHeader.peek(value)  # parked or finished: no full decode
+                if header is not None:
+                    tracker.track_header(header)
+                    if header.status.finished:
+                        restored.append((header.run_id, partition))
+                    elif (since := header.waiting_since) is not None:
+                        delay = self._timeout_in(since)
+                        if delay is not None:
+                            key = header.run_id.encode()
+                            ctx.wake(self.topics.tasks, partition, key, after_s=delay)
+                    continue
                 state = RunState.decode(value)
                 self._runs.keep(partition, state, len(value))
                 tracker.track(state)
@@ -546,7 +558,13 @@ class AgentOperator(Operator):
             return None
         if state.pending_approval.kind == "compensation":  # only a person decides these
             return None
-        return max(0.0, state.pending_approval.proposed_at + timeout - self._clock())
+        return self._timeout_in(state.pending_approval.proposed_at)
+
+    def _timeout_in(self, proposed_at: float) -> float | None:
+        """Seconds until the approval timeout of a call proposed at ``proposed_at`` (None:
+        no timeout)."""
+        timeout = self.agent.approval_timeout_s
+        return None if timeout is None else max(0.0, proposed_at + timeout - self._clock())
 
     def _maybe_time_out(self, state: RunState, now: float) -> machine.Transition | None:
         delay = self._approval_timeout_in(state)

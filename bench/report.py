@@ -15,7 +15,13 @@ of its benchmark and skipped when that benchmark did not run:
 * ``checkpoints.png``: end-to-end and alignment time of each checkpoint over the run, from
   ``bench.checkpoint_e2e``;
 * ``recovery.png``: SIGKILL to the first record processed vs state size, with and without a
-  local copy, from ``bench.recovery``.
+  local copy, from ``bench.recovery``;
+* ``coordinator_scale.png``: the coordinator's CPU per checkpoint (median of the rounds, bars
+  from the lowest to the highest round) and trigger-to-complete p50 vs subtasks, with the
+  line of linear growth from the smallest size, from ``bench.coordinator_scale``;
+* ``parked_runs.png``: checkpoint duration, uploaded bytes (medians, bars from the lowest to
+  the highest round) and memory per parked run vs runs parked for approval, from
+  ``bench.parked_runs``.
 """
 
 from __future__ import annotations
@@ -122,10 +128,82 @@ def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
     return True
 
 
+def plot_coordinator_scale(plt: Any, rows: list[Row], out: Path) -> bool:
+    points = sorted(
+        (r for r in rows if r["bench"] == "coordinator_scale" and r["kind"] == "size"),
+        key=lambda r: r["subtasks"],
+    )
+    if not points:
+        return False
+    figure, axes = plt.subplots(figsize=(6, 4))
+    xs = [r["subtasks"] for r in points]
+    mids = [median(r["cpu_s"]) * 1000 for r in points]
+    low = [m - min(r["cpu_s"]) * 1000 for m, r in zip(mids, points, strict=True)]
+    high = [max(r["cpu_s"]) * 1000 - m for m, r in zip(mids, points, strict=True)]
+    axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label="CPU a checkpoint")
+    axes.plot(xs, [r["wall_p50_s"] * 1000 for r in points], marker="s",
+              label="trigger to complete, p50")  # fmt: skip
+    axes.plot(xs, [mids[0] * x / xs[0] for x in xs], linestyle="--", color="grey",
+              label="linear from the smallest")  # fmt: skip
+    axes.axhline(1000, color="red", linestyle=":", label="target at 10,000: 1 s")
+    axes.set(xlabel="subtasks", ylabel="ms (coordinator only)",
+             title="Coordinator at scale, simulated")  # fmt: skip
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "coordinator_scale.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
+def plot_parked_runs(plt: Any, rows: list[Row], out: Path) -> bool:
+    points = sorted(
+        (r for r in rows if r["bench"] == "parked_runs" and r["kind"] == "size"),
+        key=lambda r: r["parked"],
+    )
+    if not points:
+        return False
+    figure, (duration, uploaded, memory) = plt.subplots(1, 3, figsize=(12, 3.8))
+    xs = [r["parked"] for r in points]
+
+    def bars(axes: Any, values: list[list[float]], scale: float, label: str) -> None:
+        mids = [median(v) * scale for v in values]
+        low = [m - min(v) * scale for m, v in zip(mids, values, strict=True)]
+        high = [max(v) * scale - m for m, v in zip(mids, values, strict=True)]
+        axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=label)
+        axes.axhspan(mids[0] * 0.9, mids[0] * 1.1, color="green", alpha=0.15,
+                     label="smallest +-10%")  # fmt: skip
+
+    bars(duration, [r["seconds"] for r in points], 1000, "checkpoint (sync + upload)")
+    duration.set(ylabel="ms", title="Checkpoint duration")
+    bars(uploaded, [[float(u) for u in r["uploaded"]] for r in points], 1e-3, "uploaded")
+    uploaded.set(ylabel="KB", title="Uploaded bytes a checkpoint")
+    uploaded.set_yscale("log")
+    memory.plot(xs, [r["kept_per_run"] for r in points], marker="o", label="kept by the operator")
+    memory.plot(xs, [r["rss_per_run"] for r in points], marker="s", label="RSS growth")
+    memory.axhline(2048, color="red", linestyle=":", label="target: 2 KB")
+    memory.set(ylabel="bytes per parked run", title="Memory per parked run")
+    memory.set_yscale("log")
+    for axes in (duration, uploaded, memory):
+        axes.set_xscale("log")
+        axes.set_xlabel("runs parked for approval")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize="small")
+    duration.set_ylim(bottom=0)
+    figure.tight_layout()
+    figure.savefig(out / "parked_runs.png", dpi=110)
+    plt.close(figure)
+    return True
+
+
 PLOTS = {
     "peers_wordcount": ("throughput.png", plot_throughput),
     "checkpoint_e2e": ("checkpoints.png", plot_checkpoints),
     "recovery": ("recovery.png", plot_recovery),
+    "coordinator_scale": ("coordinator_scale.png", plot_coordinator_scale),
+    "parked_runs": ("parked_runs.png", plot_parked_runs),
 }
 
 

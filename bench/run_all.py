@@ -51,6 +51,8 @@ FULL: list[list[str]] = [
     ["bench.profile_wordcount"],
     ["bench.savepoint_cost"],
     ["bench.console_runs"],
+    ["bench.coordinator_scale"],
+    ["bench.parked_runs"],
 ]
 QUICK: list[list[str]] = [
     ["bench.peers_wordcount", "--lines", "2000", "--rounds", "2"],
@@ -65,6 +67,8 @@ QUICK: list[list[str]] = [
     ["bench.profile_wordcount", "--lines", "2000"],
     ["bench.savepoint_cost", "--sizes", "10000"],
     ["bench.console_runs", "--runs", "1000"],
+    ["bench.coordinator_scale", "--subtasks", "100,1000", "--checkpoints", "3", "--rounds", "2"],
+    ["bench.parked_runs", "--parked", "100,2000", "--rounds", "2", "--active", "5"],
 ]
 
 

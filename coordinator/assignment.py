@@ -23,7 +23,9 @@ restore point was stored reads as restoring from none.
 
 from __future__ import annotations
 
+import heapq
 import json
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -59,14 +61,18 @@ def plan_assignment(
         raise ValueError(f"{len(subtasks)} subtasks do not fit in {sum(slots.values())} slots")
     previous = previous or {}
     workers = sorted(slots)
-    wanted = {w: sum(1 for s in subtasks if previous.get(s) == w) for w in workers}
+    wanted = Counter(previous.get(s) for s in subtasks)
     target = dict.fromkeys(workers, 0)
+    # Step 1 with a heap of (target, -wanted, worker), the order `min` would choose in: a
+    # placement costs log(workers), not a scan of every worker (planned after every checkpoint
+    # by `unbalanced`, that scan cost subtasks x workers).
+    heap = [(0, -wanted[w], w) for w in workers if slots[w] > 0]
+    heapq.heapify(heap)
     for _ in subtasks:
-        fewest = min(
-            (w for w in workers if target[w] < slots[w]),
-            key=lambda w: (target[w], -wanted[w], w),
-        )
-        target[fewest] += 1
+        count, minus_wanted, fewest = heapq.heappop(heap)
+        target[fewest] = count + 1
+        if count + 1 < slots[fewest]:
+            heapq.heappush(heap, (count + 1, minus_wanted, fewest))
     plan: dict[str, list[str]] = {w: [] for w in workers}
     rest: list[str] = []
     for subtask in subtasks:
@@ -75,10 +81,11 @@ def plan_assignment(
             plan[worker].append(subtask)
         else:
             rest.append(subtask)
-    while rest:  # round-robin, one per worker per turn: each gets a mix of operators
+    left = deque(rest)
+    while left:  # round-robin, one per worker per turn: each gets a mix of operators
         for worker in workers:
-            if rest and len(plan[worker]) < target[worker]:
-                plan[worker].append(rest.pop(0))
+            if left and len(plan[worker]) < target[worker]:
+                plan[worker].append(left.popleft())
     return {w: tuple(s) for w, s in plan.items()}
 
 

@@ -9,9 +9,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from sluicegate.coordinator.known_manifests import KnownManifests
 from sluicegate.coordinator.retention import AuditReport, apply_retention, audit, delete_orphans
 from sluicegate.operators.storage import Storage, StorageError
 from sluicegate.operators.storage.blobs import BlobStore
+from sluicegate.operators.storage.manifest import CheckpointManifest
 
 __all__ = ["Housekeeping"]
 
@@ -38,12 +40,20 @@ class Housekeeping:
         self._blob_gc_interval_s = blob_gc_interval_s
         self._clock, self._monotonic = clock, monotonic
         self._last_blob_gc: float | None = None
+        self._known = KnownManifests(storage)
+        """The retained manifests, decoded: each is read from storage at most once."""
+
+    def committed(self, manifest: CheckpointManifest) -> None:
+        """This coordinator committed ``manifest``: retention need not read it back."""
+        self._known.remember(manifest)
 
     async def after_completed(self, completed: int, *, pinned: Sequence[int]) -> None:
         """Checkpoint number ``completed`` (a count) completed; none is in flight until this
         returns, so retention may delete safely. ``pinned`` checkpoints are kept."""
         try:
-            await apply_retention(self._storage, self._keep, pinned=tuple(pinned))
+            await apply_retention(
+                self._storage, self._keep, pinned=tuple(pinned), known=self._known
+            )
             if completed % self._audit_every == 0:
                 await self._collect_orphans()
         except StorageError as exc:
@@ -70,8 +80,8 @@ class Housekeeping:
     async def _collect_orphans(self) -> None:
         """Delete what two audits with a completed checkpoint between them found orphaned
         (uploads of checkpoints that never completed, leftovers of a crash)."""
-        report = await audit(self._storage, previous=self._last_audit)
-        deleted = await delete_orphans(self._storage, report.deletable)
+        report = await audit(self._storage, previous=self._last_audit, known=self._known)
+        deleted = await delete_orphans(self._storage, report.deletable, known=self._known)
         if deleted:
             logger.info("deleted %s orphaned files from checkpoint storage", len(deleted))
         self._last_audit = report

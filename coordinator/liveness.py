@@ -5,11 +5,18 @@ is dead when it sent none for ``timeout_seconds`` (a heartbeat exactly ``timeout
 still counts). A dead worker stays known, and dead, until it sends a heartbeat again or is
 forgotten: the coordinator forgets the workers of an attempt it gave up on, so that their
 silence does not trigger a second recovery. Times are seconds on the injected clock.
+
+The workers are kept in the order of their last heartbeats, oldest first, so the dead ones
+are a prefix: :meth:`dead`, asked on every pass of the coordinator's loop, looks at those and
+at the first live one, not at every worker (with a worker's heartbeat per pass, a scan of all
+of them made the loop's cost grow with the square of the workers). Heartbeats come in clock
+order; one that does not (an injected clock going back for another worker) re-sorts them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 from typing import Generic, TypeVar
 
 from sluicegate.operators.exceptions import ConfigError
@@ -49,16 +56,23 @@ class LivenessTracker(Generic[InfoT]):
         previous = self._workers.get(worker_id)
         if previous is not None and now < previous.last_seen:
             return False
+        self._workers.pop(worker_id, None)
+        newest = next(reversed(self._workers.values()), None)
         self._workers[worker_id] = WorkerLiveness(worker_id, now, info)
+        if newest is not None and now < newest.last_seen:
+            ordered = sorted(self._workers.values(), key=lambda e: e.last_seen)  # stable
+            self._workers = {e.worker_id: e for e in ordered}
         return previous is None or not self._is_alive(previous, now)
 
     def dead(self, now: float) -> list[str]:
-        """Known workers with no heartbeat within ``timeout_seconds`` before ``now``, sorted."""
-        return sorted(w for w, entry in self._workers.items() if not self._is_alive(entry, now))
+        """Known workers with no heartbeat within ``timeout_seconds`` before ``now``, sorted.
+
+        Looks at the dead workers and the first live one only (the module docstring)."""
+        return sorted(islice(self._workers, self._dead_count(now)))
 
     def alive(self, now: float) -> list[str]:
         """Known workers with a heartbeat within ``timeout_seconds`` before ``now``, sorted."""
-        return sorted(w for w, entry in self._workers.items() if self._is_alive(entry, now))
+        return sorted(islice(self._workers, self._dead_count(now), None))
 
     def alive_infos(self, now: float) -> dict[str, InfoT]:
         """The last heartbeat's info of every worker alive at ``now``, by worker id (sorted)."""
@@ -78,15 +92,24 @@ class LivenessTracker(Generic[InfoT]):
         A caller waiting for a heartbeat or this time, whichever comes first, sees every death
         on time; a value in the past means :meth:`dead` is not empty.
         """
-        if not self._workers:
-            return None
-        return min(entry.last_seen for entry in self._workers.values()) + self._timeout
+        oldest = next(iter(self._workers.values()), None)
+        return None if oldest is None else oldest.last_seen + self._timeout
 
     def __contains__(self, worker_id: object) -> bool:
         return worker_id in self._workers
 
     def __len__(self) -> int:
         return len(self._workers)
+
+    def _dead_count(self, now: float) -> int:
+        """How many workers are dead at ``now``: the length of the prefix of the oldest
+        heartbeats that are too old (the module docstring)."""
+        count = 0
+        for entry in self._workers.values():
+            if self._is_alive(entry, now):
+                break
+            count += 1
+        return count
 
     def _is_alive(self, entry: WorkerLiveness[InfoT], now: float) -> bool:
         return now - entry.last_seen <= self._timeout

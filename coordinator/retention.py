@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from sluicegate.coordinator.exceptions import UnreadableManifestError
+from sluicegate.coordinator.known_manifests import KnownManifests
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.storage import NotFoundError, Storage
 from sluicegate.operators.storage.layout import (
@@ -158,7 +159,11 @@ def plan_retention(
 
 
 async def apply_retention(
-    storage: Storage, keep: int = DEFAULT_KEEP, *, pinned: Collection[int] = ()
+    storage: Storage,
+    keep: int = DEFAULT_KEEP,
+    *,
+    pinned: Collection[int] = (),
+    known: KnownManifests | None = None,
 ) -> RetentionPlan:
     """Delete every completed checkpoint but the newest ``keep`` (and ``pinned``, and the
     newest full checkpoint) from storage.
@@ -171,13 +176,15 @@ async def apply_retention(
     4. delete everything else under the dropped checkpoints' ``checkpoints/<n>/`` folders.
 
     A crash after step 2 leaves orphans (files, folders without a manifest) that :func:`audit`
-    reports. Run it while no checkpoint is in flight (see the module docstring).
+    reports. Run it while no checkpoint is in flight (see the module docstring). ``known``:
+    the manifests the caller already holds decoded (`coordinator.known_manifests`); the
+    others are read from storage.
 
     Raises:
         UnreadableManifestError: a committed manifest cannot be read; nothing was deleted.
         StorageError: a storage call failed; what was deleted so far is safe to have deleted.
     """
-    manifests = await _load_manifests(storage, await ManifestStore(storage).completed())
+    manifests = await _load_manifests(storage, await ManifestStore(storage).completed(), known)
     full = [n for n, m in manifests.items() if m.is_full]
     pinned = (*pinned, *full[-1:])  # the newest full checkpoint depends on no shared file
     plan = plan_retention(manifests.values(), keep, pinned=pinned)
@@ -185,8 +192,7 @@ async def apply_retention(
         return plan
     for n in plan.delete_checkpoints:
         await storage.delete(checkpoint_manifest(n))
-    for path in plan.delete_files:
-        await storage.delete(path)
+    await storage.delete_many(plan.delete_files)
     for n in plan.delete_checkpoints:
         for path in await storage.list(checkpoint_prefix(n)):
             await storage.delete(path)
@@ -204,7 +210,9 @@ async def apply_retention(
     return plan
 
 
-async def audit(storage: Storage, *, previous: AuditReport | None = None) -> AuditReport:
+async def audit(
+    storage: Storage, *, previous: AuditReport | None = None, known: KnownManifests | None = None
+) -> AuditReport:
     """Find files no committed manifest needs; nothing is deleted.
 
     Steps, in this order:
@@ -228,7 +236,7 @@ async def audit(storage: Storage, *, previous: AuditReport | None = None) -> Aud
         if n is not None:
             folders[n].append(path)
     committed = [n for n, paths in folders.items() if checkpoint_manifest(n) in paths]
-    manifests = await _load_manifests(storage, sorted(committed))
+    manifests = await _load_manifests(storage, sorted(committed), known)
     referenced = {path for m in manifests.values() for path in _files_of(m)}
     newest = max(manifests, default=None)
     unreferenced = tuple(sorted(p for p in shared if p not in referenced))
@@ -262,7 +270,9 @@ async def audit(storage: Storage, *, previous: AuditReport | None = None) -> Aud
     return report
 
 
-async def delete_orphans(storage: Storage, paths: Iterable[str]) -> list[str]:
+async def delete_orphans(
+    storage: Storage, paths: Iterable[str], *, known: KnownManifests | None = None
+) -> list[str]:
     """Delete ``paths`` (normally ``AuditReport.deletable``); return those deleted, sorted.
 
     Steps, in this order:
@@ -281,7 +291,7 @@ async def delete_orphans(storage: Storage, paths: Iterable[str]) -> list[str]:
     """
     wanted = sorted(set(paths))
     ids = await ManifestStore(storage).completed()
-    manifests = await _load_manifests(storage, ids)
+    manifests = await _load_manifests(storage, ids, known)
     referenced = {path for m in manifests.values() for path in _files_of(m)}
     newest = max(manifests, default=None)
     deleted: list[str] = []
@@ -323,9 +333,13 @@ def _files_of(manifest: CheckpointManifest) -> set[str]:
     return {f.path for s in manifest.subtasks.values() for f in s.handle.all_files}
 
 
-async def _load_manifests(storage: Storage, ids: Iterable[int]) -> dict[int, CheckpointManifest]:
-    """Load the manifests of ``ids``; one deleted meanwhile is skipped, one unreadable raises."""
-    store = ManifestStore(storage)
+async def _load_manifests(
+    storage: Storage, ids: Iterable[int], known: KnownManifests | None = None
+) -> dict[int, CheckpointManifest]:
+    """Load the manifests of ``ids`` (those in ``known`` without reading them again); one
+    deleted meanwhile is skipped, one unreadable raises. ``known`` then forgets all others."""
+    store = known or KnownManifests(storage)
+    ids = list(ids)
     manifests: dict[int, CheckpointManifest] = {}
     for n in ids:
         try:
@@ -338,6 +352,7 @@ async def _load_manifests(storage: Storage, ids: Iterable[int]) -> dict[int, Che
             raise UnreadableManifestError(
                 n, f"it says it is checkpoint {manifests[n].checkpoint_id}"
             )
+    store.keep_only(set(ids))
     return manifests
 
 

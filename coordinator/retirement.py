@@ -60,6 +60,6 @@ class RetireGate:
             self.first_seen = now
         if self.first_seen is None or now < self.first_seen + self.settle_seconds:
             return None
-        if self.waiting_for(alive) and now < self.deadline:
-            return None
+        if now < self.deadline and (len(self.retired) < len(alive) or self.waiting_for(alive)):
+            return None  # fewer answers than live workers: one of them has not answered
         return {w: slots for w, slots in alive.items() if w in self.retired}

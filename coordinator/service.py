@@ -457,6 +457,7 @@ class Coordinator:
         except StorageError as exc:
             reason, storage_failed = f"checkpoint storage failed: {exc}", True
         else:
+            self._housekeeping.committed(manifest)
             self._tracing.committed(manifest, started, time.time())
             slots = {w: beat.slots for w, beat in self._liveness.alive_infos(now).items()}
             return running.on_manifest_committed(manifest, now, slots)

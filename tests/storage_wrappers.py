@@ -4,6 +4,7 @@ override the one or two calls they interfere with (a crash, a delay, a count).""
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from pathlib import Path
 
 from sluicegate.operators.storage import (
@@ -51,6 +52,11 @@ class DelegatingStorage:
 
     async def delete(self, path: str) -> None:
         await self.inner.delete(path)
+
+    async def delete_many(self, paths: Sequence[str]) -> None:
+        """One `delete` each, so that a wrapper's `delete` sees every file."""
+        for path in paths:
+            await self.delete(path)
 
     async def size(self, path: str) -> int:
         return await self.inner.size(path)

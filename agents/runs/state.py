@@ -18,6 +18,7 @@ from sluicegate.agents.models.contract import ChatMessage, ToolCall, Usage
 from sluicegate.agents.runs.versions import upgrade_document
 
 __all__ = [
+    "CURRENT_PREFIX",
     "DEFAULT_MAX_STEPS",
     "SCHEMA_VERSION",
     "Budget",
@@ -35,7 +36,7 @@ __all__ = [
 SCHEMA_VERSION: Literal[3] = 3
 """History and upgraders in `agents.runs.versions`."""
 
-_CURRENT_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
+CURRENT_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
 """How `RunState.encode` starts a document: ``schema_version`` is its first field."""
 
 
@@ -280,7 +281,7 @@ class RunState(BaseModel):
 
         A document of the current version as `encode` writes it is parsed and validated in one
         pass: the run loop decodes its run on every wake-up."""
-        if data.startswith(_CURRENT_PREFIX):
+        if data.startswith(CURRENT_PREFIX):
             return cls.model_validate_json(data)
         doc = json.loads(data)
         if isinstance(doc, dict) and doc.get("schema_version", 1) != SCHEMA_VERSION:

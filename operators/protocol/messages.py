@@ -103,10 +103,13 @@ class StateHandle(BaseModel):
 
     @model_validator(mode="after")
     def _segments_apart(self) -> StateHandle:
-        if any(not SEGMENT_NAME.match(f.name) for f in self.changelog):
-            raise ValueError("a changelog entry is not named changelog-<12 digits>")
-        if any(SEGMENT_NAME.match(f.name) for f in self.files):
-            raise ValueError("a RocksDB file is named like a changelog segment")
+        # Validated on every ack the coordinator decodes: the regex only where it can match.
+        for f in self.changelog:
+            if not SEGMENT_NAME.match(f.name):
+                raise ValueError("a changelog entry is not named changelog-<12 digits>")
+        for f in self.files:
+            if f.name.startswith("changelog-") and SEGMENT_NAME.match(f.name):
+                raise ValueError("a RocksDB file is named like a changelog segment")
         return self
 
     @model_serializer(mode="wrap")

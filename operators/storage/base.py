@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -137,6 +138,12 @@ class Storage(Protocol):
 
     async def delete(self, path: str) -> None:
         """Remove the file at ``path``; a missing file is not an error."""
+        ...
+
+    async def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove the files at ``paths``, in no particular order; a missing file is not an
+        error. One call for many files (retention drops a file per subtask per checkpoint: a
+        call each was most of a coordinator's CPU per checkpoint at thousands of subtasks)."""
         ...
 
     async def size(self, path: str) -> int:

@@ -63,10 +63,15 @@ class SubtaskSnapshot(BaseModel):
 
     @classmethod
     def from_ack(cls, ack: CheckpointAck) -> SubtaskSnapshot:
+        """The snapshot ``ack`` reports, not validated again: the coordinator gets acks only
+        over its control link, whose decoder (`operators.protocol.wire.decode_message`)
+        checks every field's type, the handle's model, and every number finite and >= 0
+        (these fields' constraints). Validating again cost as much as decoding, per
+        subtask per checkpoint (docs/performance.md, "The coordinator at scale")."""
         positions: dict[str, dict[int, int]] = {}
         for tp, offset in ack.positions.items():
             positions.setdefault(tp.topic, {})[tp.partition] = offset
-        return cls(
+        return cls.model_construct(
             positions=positions,
             handle=ack.handle,
             alignment_seconds=ack.alignment_seconds,
@@ -161,8 +166,15 @@ class CheckpointManifest(BaseModel):
     def is_full(self) -> bool:
         """Whether every file of this checkpoint is in its own folder (a full checkpoint),
         shared with no other."""
-        paths = [f.path for s in self.subtasks.values() for f in s.handle.all_files]
-        return bool(paths) and all(p.startswith(f"{CHECKPOINTS}/") for p in paths)
+        # Asked of every retained manifest after every checkpoint: stops at the first file
+        # in ``shared/``, an incremental checkpoint's first file as a rule.
+        prefix, seen = f"{CHECKPOINTS}/", False
+        for snapshot in self.subtasks.values():
+            for f in snapshot.handle.all_files:
+                if not f.path.startswith(prefix):
+                    return False
+                seen = True
+        return seen
 
     @property
     def full_bytes(self) -> int:

@@ -525,3 +525,34 @@ async def test_a_finished_runs_journal_is_forgotten_only_after_a_later_checkpoin
     assert desk.journal.entries_by_status() == {"issued": 0, "done": 0}
     done = {**LABELS, "status": "done"}
     assert desk.registry.get_sample_value("sluicegate_agent_journal_entries", done) == 0
+
+
+async def test_a_restore_counts_a_parked_run_without_decoding_it_and_keeps_its_timeout() -> None:
+    now = [1000.0]
+    desk, _ = await waiting_for_approval(now)
+    now[0] += 20.0
+    await desk.crash()  # the parked run is read through its header (`agents.runs.header`)
+    assert desk.op.status_counts() == {"runs": {"waiting_approval": 1}}
+    assert [w.after_s for w in desk.world.wakes] == [pytest.approx(40.0)]
+    waits = {**LABELS}
+    assert desk.registry.get_sample_value("sluicegate_agent_approvals_waiting", waits) == 1
+    age = desk.registry.get_sample_value("sluicegate_agent_oldest_approval_wait_seconds", waits)
+    assert age == pytest.approx(20.0)
+    await desk.decide(True, call_id="c0-0")  # decoded in full now, and carried on
+    await desk.drain()
+    (result,) = desk.world.results()
+    assert (result.status, desk.calls["refund"]) == ("done", 1)
+
+
+async def test_a_parked_run_whose_document_is_corrupt_fails_when_it_is_next_used() -> None:
+    desk = await opened([[("refund", {"amount": 5.0})], "refunded"])
+    await desk.task()
+    await desk.drain()
+    tasks = desk.world.state(TOPICS.tasks)
+    doc = json.loads(tasks.rows[run_key("r1")])
+    doc["messages"] = "not a list of messages"  # its header (id, status, approval) still reads
+    tasks.rows[run_key("r1")] = json.dumps(doc, separators=(",", ":")).encode()
+    await desk.crash()
+    assert desk.op.status_counts() == {"runs": {"waiting_approval": 1}}
+    with pytest.raises(ValueError, match="messages"):
+        await desk.decide(True, call_id="c0-0")

@@ -138,6 +138,20 @@ class TestStorageContract:
         assert not await backend.storage.exists("blobs/run-1/payload")
         assert await backend.storage.list("blobs") == []
 
+    async def test_delete_many_removes_every_file_named_and_no_other(
+        self, backend: Backend
+    ) -> None:
+        paths = [f"shared/{i:05d}" for i in range(1205)]  # more than one batch
+        for path in [*paths, "shared/kept"]:
+            await backend.storage.put(path, b"x")
+        await backend.storage.delete_many(paths[:1200])
+        assert await backend.storage.list("shared") == [*paths[1200:], "shared/kept"]
+        await backend.storage.delete_many([paths[1201], "shared/never-there", paths[1203]])
+        await backend.storage.delete_many([])  # nothing to do
+        assert await backend.storage.list("shared") == [
+            paths[1200], paths[1202], paths[1204], "shared/kept",
+        ]  # fmt: skip
+
     async def test_a_prefix_is_not_a_file(self, backend: Backend) -> None:
         await backend.storage.put("savepoints/before-upgrade/meta.json", b"{}")
         assert not await backend.storage.exists("savepoints/before-upgrade")
