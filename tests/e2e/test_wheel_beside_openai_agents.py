@@ -6,6 +6,7 @@ exactly once from the installed wheel, away from the checkout."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,9 @@ def test_the_wheel_lives_beside_openai_agents_and_its_demo_runs(tmp_path: Path) 
         cwd=away, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert "runs finished:        6 of 6 ({'done': 6})" in demo.stdout
+    # the 6 asked for and the repeated requests its memory refuses, every one done
+    finished = re.search(r"runs finished: +(\d+) \(\{'done': (\d+)\}\)", demo.stdout)
+    assert finished is not None, demo.stdout[-3000:]
+    assert int(finished.group(1)) == int(finished.group(2)) > 6, demo.stdout[-3000:]
     assert "duplicate effects:    0" in demo.stdout
     assert "OK: every run finished once, no effect happened twice" in demo.stdout
