@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from types import ModuleType
 
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.graph import JobGraph
@@ -21,21 +22,7 @@ __all__ = ["is_faust_app", "load_graph", "load_module_attribute"]
 def load_graph(spec: str) -> JobGraph:
     """The job graph named by ``spec``: a `JobGraph`, a `Pipeline`, a function returning one,
     or a ``faust.App`` (run by `sluicegate.faust_adapter`, which imports faust: only then)."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError("--pipeline", f"{spec!r} is not module:attribute (e.g. app.flows:wc)")
-    folder = os.getcwd()
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError("--pipeline", _not_found(module_name, exc, folder)) from exc
-    except ImportError as exc:
-        raise ConfigError("--pipeline", f"cannot import {module_name!r}: {exc}") from exc
-    target = getattr(module, attribute, None)
-    if target is None:
-        raise ConfigError("--pipeline", f"{module_name} has no attribute {attribute!r}")
+    module, target = load_module_attribute(spec, setting="--pipeline")
     if is_faust_app(target):
         from sluicegate.faust_adapter import pipeline_of
 
@@ -49,21 +36,25 @@ def load_graph(spec: str) -> JobGraph:
     raise ConfigError("--pipeline", f"{spec} is neither a Pipeline nor a JobGraph")
 
 
-def load_module_attribute(spec: str) -> tuple[object, object]:
-    """The module and the object ``spec`` (``module:attribute``) names."""
+def load_module_attribute(spec: str, *, setting: str = "APP") -> tuple[ModuleType, object]:
+    """The module and the object ``spec`` (``module:attribute``) names, imported from the
+    current folder too; what is wrong is a `ConfigError` of ``setting``."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise ConfigError("APP", f"{spec!r} is not module:attribute (e.g. myapp:app)")
+        raise ConfigError(setting, f"{spec!r} is not module:attribute (e.g. app.flows:wc)")
     folder = os.getcwd()
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ConfigError("APP", _not_found(module_name, exc, folder)) from exc
-    if not hasattr(module, attribute):
-        raise ConfigError("APP", f"{module_name} has no attribute {attribute!r}")
-    return module, getattr(module, attribute)
+        raise ConfigError(setting, _not_found(module_name, exc, folder)) from exc
+    except ImportError as exc:
+        raise ConfigError(setting, f"cannot import {module_name!r}: {exc}") from exc
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise ConfigError(setting, f"{module_name} has no attribute {attribute!r}")
+    return module, target
 
 
 def is_faust_app(obj: object) -> bool:

@@ -40,24 +40,15 @@ async def wait_for_kafka(
     Between attempts it waits ``first_delay_s``, doubling up to ``max_delay_s``. Credentials
     or TLS the cluster refuses are not retried: `KafkaAuthenticationError`, one line.
     """
-    delay, failures = first_delay_s, 0
-    while True:
+
+    async def attempt() -> str | None:
         try:
             await probe(kafka)
         except KafkaUnreachableError as exc:
-            failures += 1
-            logger.warning(
-                "cannot reach Kafka at %s: %s; retrying in %s s",
-                exc.target,
-                exc.reason,
-                f"{delay:g}",
-            )
-            await sleep(delay)
-            delay = min(delay * 2, max_delay_s)
-            continue
-        if failures:
-            logger.info("reached Kafka at %s", kafka)
-        return failures
+            return f"cannot reach Kafka at {exc.target}: {exc.reason}"
+        return None
+
+    return await _backoff(attempt, f"Kafka at {kafka}", first_delay_s, max_delay_s, sleep)
 
 
 async def wait_for_storage(
@@ -72,21 +63,34 @@ async def wait_for_storage(
     the number of failed attempts. Backoff as `wait_for_kafka`; only an outage
     (`StorageUnavailableError`) is retried: a refusal (credentials, a bucket that does not
     exist) raises at once."""
-    delay, failures = first_delay_s, 0
-    while True:
+
+    async def attempt() -> str | None:
         try:
             await storage.list(ATTEMPTS)
         except StorageUnavailableError as exc:
-            failures += 1
-            logger.warning(
-                "cannot reach checkpoint storage at %s: %s; retrying in %s s",
-                where,
-                exc.detail,
-                f"{delay:g}",
-            )
-            await sleep(delay)
-            delay = min(delay * 2, max_delay_s)
-            continue
-        if failures:
-            logger.info("reached checkpoint storage at %s", where)
-        return failures
+            return f"cannot reach checkpoint storage at {where}: {exc.detail}"
+        return None
+
+    what = f"checkpoint storage at {where}"
+    return await _backoff(attempt, what, first_delay_s, max_delay_s, sleep)
+
+
+async def _backoff(
+    attempt: Callable[[], Awaitable[str | None]],
+    what: str,
+    delay: float,
+    max_delay_s: float,
+    sleep: Callable[[float], Awaitable[None]],
+) -> int:
+    """Call ``attempt`` until it returns None (reached ``what``), logging the reason it
+    returns otherwise and waiting ``delay``, doubled each time up to ``max_delay_s``; the
+    number of failed attempts."""
+    failures = 0
+    while (reason := await attempt()) is not None:
+        failures += 1
+        logger.warning("%s; retrying in %s s", reason, f"{delay:g}")
+        await sleep(delay)
+        delay = min(delay * 2, max_delay_s)
+    if failures:
+        logger.info("reached %s", what)
+    return failures
