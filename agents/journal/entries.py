@@ -16,12 +16,12 @@ Schema versions (:data:`SCHEMA_VERSION`; :data:`UPGRADERS` read every older one)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluicegate.agents.documents import Document, DocumentVersionError, Upgraders, upgrade
 from sluicegate.agents.journal.exceptions import JournalCorruptError
 
 __all__ = [
@@ -47,14 +47,12 @@ crash): ``retry``, called again with the same key (the service must deduplicate)
 ``call_after_lookup``, the lookup found nothing, so the call ran (again, if the lookup was
 wrong)."""
 
-_Document = dict[str, Any]
 
-
-def _v1_to_v2(doc: _Document) -> _Document:
+def _v1_to_v2(doc: Document) -> Document:
     return {**doc, "settled_by": None, "schema_version": 2}
 
 
-UPGRADERS: Mapping[int, Callable[[_Document], _Document]] = {1: _v1_to_v2}
+UPGRADERS: Upgraders = {1: _v1_to_v2}
 """From each older ``schema_version`` ``k`` to ``k + 1``: pure functions of the JSON document."""
 
 
@@ -111,17 +109,16 @@ class JournalEntry(BaseModel):
             raise JournalCorruptError(f"not JSON: {exc}", raw) from exc
         if not isinstance(data, dict):
             raise JournalCorruptError(f"not a JSON object but {type(data).__name__}", raw)
-        version = data.get("schema_version")
-        if isinstance(version, int) and version > SCHEMA_VERSION:
-            raise JournalCorruptError(
-                f"schema_version {version} is newer than {SCHEMA_VERSION}, "
-                "the newest this code reads; upgrade sluicegate",
-                raw,
+        try:
+            data = upgrade(
+                data,
+                what="journal entry",
+                current=SCHEMA_VERSION,
+                upgraders=UPGRADERS,
+                missing=SCHEMA_VERSION,
             )
-        if isinstance(version, int) and not isinstance(version, bool):
-            while version in UPGRADERS:
-                data = UPGRADERS[version](data)
-                version += 1
+        except DocumentVersionError as exc:
+            raise JournalCorruptError(str(exc), raw) from exc
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

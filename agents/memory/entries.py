@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from sluicegate.agents.documents import Document, DocumentVersionError, Upgraders, upgrade
 
 __all__ = [
     "CURRENT",
@@ -34,9 +35,7 @@ __all__ = [
 CURRENT = 1
 """The ``schema_version`` of `MemoryEntry` this code writes."""
 
-Document = dict[str, Any]
-
-UPGRADERS: Mapping[int, Callable[[Document], Document]] = {}
+UPGRADERS: Upgraders = {}
 """Version ``k`` -> the upgrader of a document from ``k`` to ``k + 1``."""
 
 EntryKind = Literal["note", "summary"]
@@ -98,20 +97,10 @@ class MemoryEntry(BaseModel):
 def upgrade_entry(doc: Document) -> Document:
     """``doc`` (a stored entry as JSON) at `CURRENT`; raises `MemoryEntryError` for a version
     newer than this code or without an upgrader."""
-    version = doc.get("schema_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise MemoryEntryError(f"memory entry schema_version {version!r} is not a version")
-    if version > CURRENT:
-        raise MemoryEntryError(
-            f"memory entry schema_version {version} is newer than this code's ({CURRENT}): run "
-            "the code that wrote it, or newer"
-        )
-    while version < CURRENT:
-        if version not in UPGRADERS:
-            raise MemoryEntryError(f"no upgrader of memory entries from version {version}")
-        doc = UPGRADERS[version](doc)
-        version += 1
-    return doc
+    try:
+        return upgrade(doc, what="memory entry", current=CURRENT, upgraders=UPGRADERS)
+    except DocumentVersionError as exc:
+        raise MemoryEntryError(str(exc)) from None
 
 
 def estimate_tokens(text: str) -> int:

@@ -23,8 +23,10 @@ version, restored in the tests.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sluicegate.agents.documents import Document, Upgraders, upgrade
 
 if TYPE_CHECKING:  # imported when called: `RunState` (a pure core) loads no storage library
     from sluicegate.operators.state.versions import StateVersions
@@ -33,8 +35,6 @@ __all__ = ["CURRENT", "UPGRADERS", "run_state_versions", "upgrade_document"]
 
 CURRENT = 3
 """The ``schema_version`` of `RunState` this code writes."""
-
-Document = dict[str, Any]
 
 
 def _v1_to_v2(doc: Document) -> Document:
@@ -45,24 +45,13 @@ def _v2_to_v3(doc: Document) -> Document:
     return {**doc, "offered_tools": doc.get("offered_tools") or {}, "schema_version": 3}
 
 
-UPGRADERS: Mapping[int, Callable[[Document], Document]] = {1: _v1_to_v2, 2: _v2_to_v3}
+UPGRADERS: Upgraders = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade_document(doc: Document) -> Document:
     """``doc`` (a stored `RunState` as JSON) at `CURRENT`; raises ``ValueError`` for a version
     newer than this code or without an upgrader."""
-    version = doc.get("schema_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"RunState schema_version {version!r} is not a version")
-    if version > CURRENT:
-        raise ValueError(
-            f"RunState schema_version {version} is newer than this code's ({CURRENT}): run the "
-            "code that wrote it, or newer"
-        )
-    while version < CURRENT:
-        doc = UPGRADERS[version](doc)
-        version += 1
-    return doc
+    return upgrade(doc, what="RunState", current=CURRENT, upgraders=UPGRADERS)
 
 
 def _row_upgrader(version: int) -> Callable[[bytes, bytes], tuple[bytes, bytes] | None]:

@@ -136,9 +136,11 @@ def test_a_newer_schema_version_is_refused_not_guessed() -> None:
     data = json.loads(make_entry().encode())
     data["schema_version"] = 3
     data["new_field"] = "from the future"
-    with pytest.raises(JournalCorruptError, match="schema_version 3 is newer than 2") as caught:
+    with pytest.raises(
+        JournalCorruptError, match=r"schema_version 3 is newer than this code's \(2\)"
+    ) as caught:
         JournalEntry.decode(json.dumps(data).encode())
-    assert "upgrade" in caught.value.problem
+    assert "run the code that wrote it, or newer" in caught.value.problem
 
 
 def test_the_error_shows_only_a_preview_of_a_long_record() -> None:
