@@ -12,6 +12,7 @@ from sluicegate.console import checkpoint_pages, pages
 from sluicegate.console.job import ConsoleJob
 from sluicegate.console.routes.requests import ConsoleRequests
 from sluicegate.coordinator.httpapi.auth import Scope
+from sluicegate.coordinator.httpapi.sessions import Session
 from sluicegate.operators.savepoints.exceptions import SavepointRefusedError
 from sluicegate.operators.savepoints.manifest import is_savepoint_name
 from sluicegate.operators.storage import NotFoundError
@@ -47,6 +48,24 @@ def checkpoints_router(requests: ConsoleRequests, job: ConsoleJob) -> APIRouter:
         )
         return requests.page(request, visit, "Checkpoints", body, "checkpoints")
 
+    async def request_savepoint(session: Session, name: str | None, *, stop: bool) -> Response:
+        """Ask the coordinator for a savepoint (and a stop), and say what happened."""
+        what = "stop with savepoint" if stop else "savepoint"
+        try:
+            created = await job.savepoints.create_savepoint(name, stop=stop)
+        except SavepointRefusedError as exc:
+            return requests.after(session, "checkpoints", f"{what.capitalize()} refused: {exc}")
+        logger.info(
+            "%s requested in the console",
+            what,
+            extra={"savepoint": created.name, "principal": session.principal.name},
+        )
+        if stop:
+            message = f"Stopping the job with savepoint {created.name} ({created.status})."
+        else:
+            message = f"Savepoint {created.name} requested ({created.status})."
+        return requests.after(session, "checkpoints", message)
+
     @router.post(prefix + "savepoints")
     async def create_savepoint(request: Request) -> Response:
         submitted = await requests.submit(request, Scope.OPERATE)
@@ -54,16 +73,7 @@ def checkpoints_router(requests: ConsoleRequests, job: ConsoleJob) -> APIRouter:
             return submitted
         session = submitted.session
         name = submitted.form.get("name", "").strip() or None
-        try:
-            created = await job.savepoints.create_savepoint(name, stop=False)
-        except SavepointRefusedError as exc:
-            return requests.after(session, "checkpoints", f"Savepoint refused: {exc}")
-        logger.info(
-            "savepoint requested in the console",
-            extra={"savepoint": created.name, "principal": session.principal.name},
-        )
-        message = f"Savepoint {created.name} requested ({created.status})."
-        return requests.after(session, "checkpoints", message)
+        return await request_savepoint(session, name, stop=False)
 
     @router.get(prefix + "checkpoints/{checkpoint_id}")
     async def checkpoint_page(request: Request, checkpoint_id: int) -> Response:
@@ -111,16 +121,7 @@ def checkpoints_router(requests: ConsoleRequests, job: ConsoleJob) -> APIRouter:
         if form.get("confirm") != "stop" or not valid:
             message = "Nothing was stopped: confirm on the page that says what will happen."
             return requests.refusal(400, "Not confirmed", message, session)
-        try:
-            created = await job.savepoints.create_savepoint(wanted, stop=True)
-        except SavepointRefusedError as exc:
-            return requests.after(session, "checkpoints", f"Stop with savepoint refused: {exc}")
-        logger.info(
-            "stop with savepoint requested in the console",
-            extra={"savepoint": created.name, "principal": session.principal.name},
-        )
-        message = f"Stopping the job with savepoint {created.name} ({created.status})."
-        return requests.after(session, "checkpoints", message)
+        return await request_savepoint(session, wanted, stop=True)
 
     return router
 
