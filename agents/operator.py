@@ -39,11 +39,9 @@ kept between its wake-ups (written through to the state at every safe point, dro
 `open`, since a restore rewinds the state) and its next document reuses the encoded messages
 and effects it still holds (`agents.runs.encoding`).
 
-Journal retention: a finished run's entries are tombstoned once checkpoint ``n + lag`` has
-completed, where ``n`` is the first checkpoint holding the run's final state; ``lag``
-(`JOURNAL_LAG`) covers a restore falling back to the previous checkpoint. A run whose rollback
-starts is no longer finished: its pending tombstoning is called off, and its next final state
-schedules it again.
+Journal retention (`agents.journal.retention.Retention`): a finished run's entries are
+tombstoned once checkpoint ``n + JOURNAL_LAG`` has completed, where ``n`` is the first
+checkpoint holding the run's final state; a rollback calls it off.
 """
 
 from __future__ import annotations
@@ -67,6 +65,7 @@ from sluicegate.agents.journal import (
     OnUnknown,
 )
 from sluicegate.agents.journal.kafka import KafkaJournal
+from sluicegate.agents.journal.retention import JOURNAL_LAG, Retention
 from sluicegate.agents.memory.keeper import MemoryKeeper
 from sluicegate.agents.memory.tool import remember_tool
 from sluicegate.agents.messages import (
@@ -99,7 +98,6 @@ __all__ = ["JOURNAL_LAG", "AgentOperator"]
 
 logger = logging.getLogger(__name__)
 
-JOURNAL_LAG = 2
 _EVENTS = json.JSONEncoder(sort_keys=True)
 """Events as ``json.dumps(event, sort_keys=True)`` writes them, without a new encoder each."""
 _MAX_BACKOFF_S = 30.0
@@ -137,8 +135,7 @@ class AgentOperator(Operator):
         self._attempt = 0
         self._subtask = ""
         self._retries: Counter[str] = Counter()
-        self._finished: list[tuple[str, int]] = []  # since the last snapshot
-        self._forget: list[tuple[int, list[tuple[str, int]]]] = []  # (checkpoint, runs)
+        self._retention = Retention()
         self._tracker: RunTracker | None = None
         self._blobs: BlobReferences | None = None
         self._compensator: Compensator | None = None
@@ -196,14 +193,13 @@ class AgentOperator(Operator):
                 await self._list_tools()
             except RetryableError as exc:  # listed again before each step until it works
                 logger.warning("%s: tools not listed yet: %s", ctx.subtask, exc)
-        restored: list[tuple[str, int]] = []
         for partition in partitions:
             for _, value in ctx.state(self.topics.tasks, partition).items(prefix=b"run/"):
                 header = RunHeader.peek(value)  # parked or finished: no full decode
                 if header is not None:
                     tracker.track_header(header)
-                    if header.status.finished:
-                        restored.append((header.run_id, partition))
+                    if header.status.finished:  # its entries may still be journaled
+                        self._retention.finished(header.run_id, partition)
                     elif (since := header.waiting_since) is not None:
                         delay = self._timeout_in(since)
                         if delay is not None:
@@ -220,23 +216,17 @@ class AgentOperator(Operator):
                     if delay is not None:
                         ctx.wake(self.topics.tasks, partition, state.run_id.encode(), after_s=delay)
                 else:
-                    restored.append((state.run_id, partition))
-        # Finished runs in the restored checkpoint: their entries may still be journaled.
-        self._finished.extend(restored)
+                    self._retention.finished(state.run_id, partition)
         tracker.publish_counts()  # every status has a series, zeros included
         logger.info("%s: %d runs restored (%s)", ctx.subtask, len(tracker), tracker.counts())
 
     def on_snapshot(self, checkpoint_id: int) -> None:
-        if self._finished:
-            self._forget.append((checkpoint_id, self._finished))
-            self._finished = []
+        self._retention.snapshot(checkpoint_id)
 
     async def on_completed(self, checkpoint_id: int) -> None:
         assert self._journal is not None
-        while self._forget and self._forget[0][0] + JOURNAL_LAG <= checkpoint_id:
-            _, runs = self._forget.pop(0)
-            for run_id, partition in runs:
-                await self._journal.forget_run(run_id, partition=partition)
+        for run_id, partition in self._retention.completed(checkpoint_id):
+            await self._journal.forget_run(run_id, partition=partition)
         self._export_journal_counts()
 
     async def close(self) -> None:
@@ -369,12 +359,7 @@ class AgentOperator(Operator):
             "run %s: rollback to step %d asked by %s (%d effects to undo)",
             command.run_id, command.to_step, command.by, len(step.event["effects"]),
         )  # fmt: skip
-        # No longer finished: its journal must outlive the rollback (see the module doc).
-        self._finished = [f for f in self._finished if f[0] != command.run_id]
-        self._forget = [
-            (checkpoint, [f for f in runs if f[0] != command.run_id])
-            for checkpoint, runs in self._forget
-        ]
+        self._retention.call_off(command.run_id)  # its journal must outlive the rollback
         self._save(step, tasks, ctx)
         if state.status is not RunStatus.RUNNING:  # a running run has a wake-up pending
             ctx.wake(command.run_id.encode(), topic=self.topics.tasks)
@@ -532,7 +517,7 @@ class AgentOperator(Operator):
         ctx.emit(self.topics.events, _EVENTS.encode(step.event).encode(), key=key)
         if run.status.finished:
             ctx.emit(self.topics.results, RunResult.of(run).model_dump_json().encode(), key=key)
-            self._finished.append((run.run_id, ctx.partition))
+            self._retention.finished(run.run_id, ctx.partition)
             self._metrics.runs_finished.labels(*self._labels, run.status.value).inc()
             if not step.event.get("replayed", False):  # a replayed end was traced already
                 self._tracing.finished(run)
