@@ -82,6 +82,7 @@ from sluicegate.agents.models.contract import ModelClient
 from sluicegate.agents.rollback import machine as rollback
 from sluicegate.agents.rollback.compensation import Compensator
 from sluicegate.agents.runs import machine
+from sluicegate.agents.runs.approval_timeouts import ApprovalTimeouts
 from sluicegate.agents.runs.cache import DEFAULT_CAPACITY, RunCache
 from sluicegate.agents.runs.header import RunHeader
 from sluicegate.agents.runs.state import RunState, RunStatus, run_key
@@ -131,6 +132,9 @@ class AgentOperator(Operator):
         self._acquired = False
         self._registry = registry
         self._clock = clock
+        self._timeouts = ApprovalTimeouts(
+            agent.approval_timeout_s, agent.on_approval_timeout, clock
+        )
         self._model: ModelClient | None = None
         self._attempt = 0
         self._subtask = ""
@@ -201,7 +205,7 @@ class AgentOperator(Operator):
                     if header.status.finished:  # its entries may still be journaled
                         self._retention.finished(header.run_id, partition)
                     elif (since := header.waiting_since) is not None:
-                        delay = self._timeout_in(since)
+                        delay = self._timeouts.remaining_since(since)
                         if delay is not None:
                             key = header.run_id.encode()
                             ctx.wake(self.topics.tasks, partition, key, after_s=delay)
@@ -212,7 +216,7 @@ class AgentOperator(Operator):
                 if state.status is RunStatus.RUNNING or self._rollback_busy(state):
                     ctx.wake(self.topics.tasks, partition, state.run_id.encode())
                 elif state.status is RunStatus.WAITING_APPROVAL:
-                    delay = self._approval_timeout_in(state)
+                    delay = self._timeouts.remaining(state)
                     if delay is not None:
                         ctx.wake(self.topics.tasks, partition, state.run_id.encode(), after_s=delay)
                 else:
@@ -407,7 +411,7 @@ class AgentOperator(Operator):
             return
         self._retries.pop(state.run_id, None)
         if not steps:
-            delay = self._approval_timeout_in(state)
+            delay = self._timeouts.remaining(state)
             if state.status is RunStatus.WAITING_APPROVAL and delay is not None:
                 ctx.wake(key, after_s=delay)  # woken early: keep the timeout
             return
@@ -417,7 +421,7 @@ class AgentOperator(Operator):
         if state.status is RunStatus.RUNNING or self._rollback_busy(state):
             ctx.wake(key)
         elif state.status is RunStatus.WAITING_APPROVAL:
-            delay = self._approval_timeout_in(state)
+            delay = self._timeouts.remaining(state)
             if delay is not None:
                 ctx.wake(key, after_s=delay)
 
@@ -535,32 +539,8 @@ class AgentOperator(Operator):
         for status, count in self._journal.entries_by_status().items():
             self._metrics.journal_entries.labels(*self._labels, status).set(count)
 
-    # -- approval timeouts ----------------------------------------------------------------
-
-    def _approval_timeout_in(self, state: RunState) -> float | None:
-        timeout = self.agent.approval_timeout_s
-        if timeout is None or state.pending_approval is None:
-            return None
-        if state.pending_approval.kind == "compensation":  # only a person decides these
-            return None
-        return self._timeout_in(state.pending_approval.proposed_at)
-
-    def _timeout_in(self, proposed_at: float) -> float | None:
-        """Seconds until the approval timeout of a call proposed at ``proposed_at`` (None:
-        no timeout)."""
-        timeout = self.agent.approval_timeout_s
-        return None if timeout is None else max(0.0, proposed_at + timeout - self._clock())
-
     def _maybe_time_out(self, state: RunState, now: float) -> machine.Transition | None:
-        delay = self._approval_timeout_in(state)
-        if delay is None or delay > 0 or state.status is not RunStatus.WAITING_APPROVAL:
-            return None
-        step: machine.Transition | None
-        if self.agent.on_approval_timeout == "fail":
-            step = machine.fail(state, "approval_timeout", now)
-        else:
-            reason = f"no decision within {self.agent.approval_timeout_s} s"
-            step = machine.decide_approval(state, "", False, "timeout", reason, now)
+        step = self._timeouts.expire(state, now)
         if step is not None:
             self._tracing.approval(state, {"approved": False, "by": "timeout"}, now)
         return step
