@@ -24,6 +24,8 @@ class PageCount(faust.Record, serializer="json"):
     viewed_at: float
     minute: int
     two_minutes: int
+    previous_minute: int
+    clock_minute: int
 
 
 def make_app(tag: str, broker: str = "kafka://127.0.0.1:9092", expires: float = 3600.0) -> Any:
@@ -55,6 +57,8 @@ def make_app(tag: str, broker: str = "kafka://127.0.0.1:9092", expires: float = 
                 viewed_at=stream.current_event.message.timestamp,
                 minute=per_minute[page].current(),
                 two_minutes=per_two_minutes[page].value(),
+                previous_minute=per_minute[page].delta(timedelta(minutes=1)),
+                clock_minute=clock[page].now(),
             ))  # fmt: skip
 
     return app

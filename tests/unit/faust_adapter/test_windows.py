@@ -8,6 +8,9 @@ import json
 import struct
 import time
 
+import pytest
+
+from sluicegate.cli.main import main
 from sluicegate.faust_adapter import build_pipeline, read_app
 from sluicegate.faust_adapter.binding import TABLE_PREFIX
 from sluicegate.faust_adapter.windows import WINDOW_PREFIX, ordered_float
@@ -43,10 +46,13 @@ async def test_views_count_per_tumbling_and_hopping_window_of_the_record_timesta
         view(run, "w1", page, at)
     assert run.failures == []
     sent = [pageviews.PageCount.loads(v) for _, v in run.sinks["view-counts-w1"]]
-    assert [(c.page, c.viewed_at // 60 * 60 - B, c.minute, c.two_minutes) for c in sent] == [
-        ("home", 0, 1, 1), ("home", 0, 2, 2), ("about", 0, 1, 1),
-        # B+61: minute B+60; the hopping window read is the latest one holding it, [B+60, B+180)
-        ("home", 60, 1, 1), ("home", 60, 2, 2), ("about", 120, 1, 1),
+    found = [(c.page, c.viewed_at // 60 * 60 - B, c.minute, c.two_minutes, c.previous_minute)
+             for c in sent]  # fmt: skip
+    assert found == [
+        ("home", 0, 1, 1, 0), ("home", 0, 2, 2, 0), ("about", 0, 1, 1, 0),
+        # B+61: minute B+60; the hopping window read is the latest one holding it, [B+60, B+180);
+        # .delta(1 minute): the minute before, B
+        ("home", 60, 1, 1, 2), ("home", 60, 2, 2, 2), ("about", 120, 1, 1, 0),
     ]  # fmt: skip
     rows = run.states[AGENT].rows
     per_minute = {k: int(v) for k, v in rows.items()
@@ -113,3 +119,14 @@ async def test_relative_to_now_counts_in_the_window_of_the_wall_clock() -> None:
     for (page, _), count in clock:
         per_page[page] = per_page.get(page, 0) + count
     assert per_page == {"home": 4, "about": 2}
+    if len(starts) == 1:  # not across a minute's end: .now() read each view's own window
+        sent = [pageviews.PageCount.loads(v) for _, v in run.sinks["view-counts-w3"]]
+        assert [c.clock_minute for c in sent] == [1, 2, 1, 3, 4, 2]
+
+
+def test_faust_check_shows_each_tables_window(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["faust", "check", "tests.faust_apps.pageviews:app"]) == 0
+    out = capsys.readouterr().out
+    assert "views_per_minute/(<key>, (<start>, <end>)): tumbling 60 s, expires 3600 s" in out
+    assert "(<key>, (<start>, <end>)): hopping 120 s every 60 s, expires 3600 s" in out
+    assert "views_per_clock_minute/(<key>, (<start>, <end>)): tumbling 60 s (" in out
