@@ -14,6 +14,7 @@ Both need the extra: ``pip install 'sluicegate[faust]'``.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from sluicegate.cli.loader import is_faust_app, load_module_attribute
 from sluicegate.cli.processes import add_up_flags, run_up
@@ -64,9 +65,8 @@ def _check(args: argparse.Namespace) -> int:
         outputs = ", ".join((*agent.sends, *agent.sinks)) or "nothing"
         print(f"    operator {agent.uid}: {agent.body_input.name} -> {outputs}")
     for table in plan.tables:
-        print(
-            f"  table {table.name}: keyed state rows faust-table/{table.name}/<key> ({table.where})"
-        )
+        print(f"  table {table.name}: keyed state rows faust-table/{table.name}/"
+              f"{_rows_of(table.table)} ({table.where})")  # fmt: skip
     if plan.refusals:
         print("refused (not supported yet; docs/faust.md):")
         for refusal in plan.refusals:
@@ -88,3 +88,16 @@ def _run(args: argparse.Namespace) -> int:
     _app(args.app)
     args.pipeline = args.app
     return run_up(args)
+
+
+def _rows_of(table: Any) -> str:
+    """A table's row keys, and its window if it has one (a refused one: its type)."""
+    window = getattr(table, "window", None)
+    if window is None:
+        return "<key>"
+    size, step = getattr(window, "size", None), getattr(window, "step", None)
+    if size is None or step is None:
+        return f"(<key>, (<start>, <end>)): {type(window).__name__}"
+    kind = f"tumbling {size:g} s" if size == step else f"hopping {size:g} s every {step:g} s"
+    expires = f", expires {window.expires:g} s" if window.expires else ""
+    return f"(<key>, (<start>, <end>)): {kind}{expires}"

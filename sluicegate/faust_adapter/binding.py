@@ -10,7 +10,8 @@
 * a `TableRows` mapping as each ``app.Table``'s store, and no-op changelog hooks: ``table[k]``
   reads and writes the keyed state of the partition the current record came from (RocksDB,
   snapshotted by barriers), keys and values encoded as faust's stores encode them. There are
-  no changelog topics: the checkpoint is the changelog.
+  no changelog topics: the checkpoint is the changelog. A windowed table's windows are rows
+  ``(key, (start, end))`` of the same view, with an expiry index (`windows.WindowIndex`).
 
 Both are bound to one record at a time (`AppBinding.bound`): a subtask's process function is
 synchronous and never yields to the event loop, so no two records' calls interleave even when
@@ -21,14 +22,17 @@ several subtasks share the app in one worker. Outside a record, a send or a tabl
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from faust.streams import _current_event
 from faust.types.tuples import TP, RecordMetadata
 
 from sluicegate.faust_adapter.exceptions import AgentStepError
+from sluicegate.faust_adapter.windows import WindowIndex
 from sluicegate.operators.state.store import PartitionState
 
 __all__ = ["AppBinding", "CapturingProducer", "Outgoing", "TableRows"]
@@ -54,6 +58,7 @@ class AppBinding:
         self._outbox: list[Outgoing] | None = None
         self._state: PartitionState | None = None
         self._agent = "?"
+        self.windows: list[WindowIndex] = []
 
     @classmethod
     def install(cls, app: Any) -> AppBinding:
@@ -68,17 +73,30 @@ class AppBinding:
         app._sluicegate_binding = binding
         return binding
 
+    @property
+    def windowed(self) -> bool:
+        """Whether the app has a windowed table (which reads faust's current event)."""
+        return bool(self.windows)
+
     @contextmanager
-    def bound(self, agent: str, state: PartitionState) -> Iterator[list[Outgoing]]:
+    def bound(
+        self, agent: str, state: PartitionState, event: Any = None
+    ) -> Iterator[list[Outgoing]]:
         """Sends and table accesses of ``agent``'s current record: its outbox, and the state
-        of its partition."""
+        of its partition; ``event``, the record's faust event, is faust's current event
+        meanwhile (windowed tables read its timestamp). Stale windows are deleted when the
+        record is done."""
         if self._outbox is not None:
             raise AgentStepError(agent, f"stepped while agent {self._agent} is mid-record")
         outbox: list[Outgoing] = []
         self._outbox, self._state, self._agent = outbox, state, agent
+        token = _current_event.set(weakref.ref(event) if event is not None else None)
         try:
             yield outbox
+            for window in self.windows:
+                window.expire(state)
         finally:
+            _current_event.reset(token)
             self._outbox, self._state, self._agent = None, None, "?"
 
     def send(self, topic: str, key: Any, value: Any, partition: Any, headers: Any) -> None:
@@ -170,11 +188,14 @@ class TableRows(MutableMapping[Any, Any]):
     @classmethod
     def install(cls, table: Any, binding: AppBinding) -> None:
         """Make ``table`` read and write through sluicegate's state, with no changelog."""
-        table._data = cls(table, binding)
+        rows = cls(table, binding)
+        table._data = rows
         table.on_key_get = _nothing
         table.on_key_set = _nothing
         table.on_key_del = _nothing
         table.on_clear = _nothing
+        if getattr(table, "window", None) is not None:
+            binding.windows.append(WindowIndex.install(table, rows._state, rows._row))
 
     def _row(self, key: Any) -> bytes:
         encoded = self._serializers.dumps_key(

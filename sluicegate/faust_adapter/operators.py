@@ -6,8 +6,10 @@ its loop, so one record is done before the next and a barrier falls between two 
 
 1. decode the record as faust would, with the agent's topic's schema (key and value codecs,
    ``faust.Record`` models); a record that does not decode raises, and is dead-lettered;
-2. bind the app's producer and tables to this record (`binding.AppBinding.bound`) and step the
-   agent over it until it awaits its next record (`stepping.AgentStepper`);
+2. bind the app's producer and tables to this record (`binding.AppBinding.bound`; with a
+   windowed table, the record's faust event is faust's current event, whose timestamp is the
+   record's Kafka timestamp) and step the agent over it until it awaits its next record
+   (`stepping.AgentStepper`);
 3. send each ``yield``ed reply to the agent's sinks (``sink=[...]``), through faust's encoding;
 4. emit what was sent, in order, through the context: to topics between operators, or
    to exactly-once sinks, published when the checkpoint holding them completes;
@@ -66,10 +68,12 @@ class AgentOperator(Operator):
         self._stepper = AgentStepper(agent.name, agent.function)
         self._sinks = sinks
         self._outputs = frozenset((*agent.sends, *agent.sinks))
+        self._windowed = self._binding.windowed
 
     def process(self, record: Record, ctx: Context) -> None:
         arrival = self._decoder.arrival(record)
-        with self._binding.bound(self._agent.name, ctx.state) as outbox:
+        event = arrival.event() if self._windowed and arrival.event is not None else None
+        with self._binding.bound(self._agent.name, ctx.state, event) as outbox:
             step = self._stepper.feed(arrival)
             for reply in step.replies:
                 for sink in self._sinks.values():

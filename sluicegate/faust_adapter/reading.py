@@ -10,7 +10,8 @@ Nothing of faust is started: no worker, consumer, producer or web server. What i
 3. each agent's stream calls, by a *probe*: the function is started on a `FeedStream` and run
    to the point where it awaits its first record (so ``stream.group_by(...)`` has been called,
    and an unsupported stream method has raised), then closed;
-4. ``app.tables``: plain ``app.Table(name, default=...)`` only;
+4. ``app.tables``: ``app.Table(name, default=...)``, plain or windowed by ``.tumbling(...)``
+   or ``.hopping(...)`` (no ``on_window_close``, no ``key_index=True``, no other window);
 5. timers, crontabs, tasks, services and web pages: refused.
 """
 
@@ -30,6 +31,7 @@ from faust.models.fields import FieldDescriptor
 from faust.tables.table import Table as FaustTable
 from faust.topics import Topic as FaustTopic
 from faust.web.views import View as FaustView
+from faust.windows import HoppingWindow
 
 from sluicegate.faust_adapter.exceptions import UnsupportedFeatureError
 from sluicegate.faust_adapter.plan import (
@@ -257,13 +259,17 @@ def _uid(agent_name: str) -> str:
 def _table(table: Any, modules: list[types.ModuleType], refusals: list[Refusal]) -> TablePlan:
     where = _line_of(table, modules)
     kind = type(table)
+    window = getattr(table, "window", None)
     if kind is not FaustTable:
         refusals.append(Refusal(f"app.{kind.__name__}({table.name!r})", where, _LATER))
-    elif getattr(table, "window", None) is not None:
-        refusals.append(Refusal(f"windowed table {table.name!r} (.tumbling/.hopping)", where,
-                                _LATER))  # fmt: skip
     elif getattr(table, "_on_window_close", None) is not None:
         refusals.append(Refusal(f"table {table.name!r} on_window_close", where, _LATER))
+    elif window is not None and not isinstance(window, HoppingWindow):
+        refusals.append(Refusal(f"table {table.name!r} with a {type(window).__name__}", where,
+                                "supported windows: .tumbling(...) and .hopping(...)"))  # fmt: skip
+    elif window is not None and f"{table.name}-key_index" in table.app.tables:
+        refusals.append(Refusal(f"windowed table {table.name!r} with key_index=True (keys(), "
+                                "items(), values())", where, _LATER))  # fmt: skip
     return TablePlan(table.name, table, where)
 
 

@@ -8,7 +8,7 @@ import faust
 
 app = faust.App("faust-refused", broker="kafka://127.0.0.1:1", topic_partitions=2)
 clicks = app.topic("clicks-refused", value_type=str)
-per_minute = app.Table("per_minute", default=int).tumbling(60.0)  # line 11: windowed
+per_minute = app.Table("per_minute", default=int, on_window_close=print).tumbling(60.0)  # line 11
 everywhere = app.GlobalTable("everywhere", default=int)  # line 12
 
 
@@ -31,3 +31,8 @@ async def hourly() -> None:
 @app.page("/counts/")  # line 31
 async def counts(web: Any, request: Any) -> Any:
     return web.json({})
+
+
+sliding = app.Table("sliding", default=int)  # line 36
+sliding.using_window(faust.windows.SlidingWindow(10, 10, 60))
+indexed = app.Table("indexed", default=int).tumbling(60.0, key_index=True)  # line 38

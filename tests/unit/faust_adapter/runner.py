@@ -70,7 +70,14 @@ class MemoryRun:
         self.failures: list[tuple[str, Exception]] = []
         self._offset = 0
 
-    def feed(self, topic: str, value: bytes, key: bytes | None = None) -> None:
+    def feed(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        timestamp_ms: int = 1_700_000_000_000,
+    ) -> None:
+        """Feed a source record of Kafka timestamp ``timestamp_ms``, and what it leads to."""
         queue = deque([(topic, key, value)])
         while queue:
             topic, key, value = queue.popleft()
@@ -82,7 +89,7 @@ class MemoryRun:
                     continue
                 self._offset += 1
                 ctx = Ctx(self.states[uid])
-                record = Record(topic, 0, self._offset, key, value, 1_700_000_000_000)
+                record = Record(topic, 0, self._offset, key, value, timestamp_ms)
                 try:
                     assert self.operators[uid].process(record, ctx) is None
                 except Exception as exc:  # noqa: BLE001 - what the engine dead-letters

@@ -13,12 +13,14 @@ def test_every_unsupported_feature_is_listed_with_its_line() -> None:
     plan = read_app(refused.app, modules=[refused])
     found = {(r.feature, r.where.rsplit(":", 1)[1]) for r in plan.refusals}
     assert found == {
-        ("windowed table 'per_minute' (.tumbling/.hopping)", "11"),
+        ("table 'per_minute' on_window_close", "11"),
         ("app.GlobalTable('everywhere')", "12"),
         ("stream.take", "17"),
         ("app.timer every_five_seconds", "21"),
         ("app.crontab hourly", "26"),
         ("app.page('/counts/')", "31"),
+        ("table 'sliding' with a SlidingWindow", "36"),
+        ("windowed table 'indexed' with key_index=True (keys(), items(), values())", "38"),
     }
     assert all(r.where.startswith(refused.__file__) for r in plan.refusals)
 
