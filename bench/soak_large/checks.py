@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.soak_large.agent import STEPS, WRITES
 from bench.soak_large.ledger import SoakLedger
+from bench.soak_large.rates import TOLERANCE, Fifth, percentile, rate_fell
 
 __all__ = ["Findings", "KillRecord", "percentile"]
 
@@ -31,11 +32,6 @@ class KillRecord:
         return None if self.recovered_at is None else self.recovered_at - self.killed_at
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
 @dataclass(slots=True)
 class Findings:
     """Every figure of the table; `violations` is what must be empty."""
@@ -45,8 +41,8 @@ class Findings:
     events: Mapping[str, list[int]]
     ledger: SoakLedger
     kills: Sequence[KillRecord]
-    checkpoint_rates: tuple[float, float]
-    """Completed checkpoints per minute in the first and in the last fifth of the soak."""
+    fifths: Sequence[Fifth]
+    """The soak's checkpoints by fifth of its time (`rates.fifths`)."""
     other_exits: int
     broker_restarts: int
     storage_outages: int
@@ -92,9 +88,8 @@ class Findings:
             v.append(f"{len(self.kills)} kills of {self.planned_kills} planned: more runs needed")
         if any(k.recovered_at is None for k in self.kills):
             v.append("a kill after which the job made no progress")
-        start, end = self.checkpoint_rates
-        if end < start / 2:
-            v.append(f"checkpoints per minute fell from {start:.1f} to {end:.1f}")
+        if (fell := rate_fell(self.fifths)) is not None:
+            v.append(fell)
 
     def table(self) -> list[str]:
         lines = [f"soak: {self.runs} runs in {self.duration_s:.0f} s"]
@@ -130,8 +125,7 @@ class Findings:
                      f"{self.runs - len([r for r in self.results.values() if r])}, "
                      f"event sequences complete {whole}/{self.runs}, steps {dict(steps)} "
                      f"(expected {STEPS})")  # fmt: skip
-        start, end = self.checkpoint_rates
-        lines.append(f"checkpoints per minute: first fifth {start:.1f}, last fifth {end:.1f}")
+        lines.extend(self._fifths_table())
         lines.append(
             "violations: " + ("none" if not self.violations else "; ".join(self.violations))
         )
@@ -144,6 +138,30 @@ class Findings:
                 f"{t} {statistics.median(rs):.1f} s" for t, rs in sorted(by_timing.items())
             ))  # fmt: skip
         return lines
+
+    def _fifths_table(self) -> list[str]:
+        """Per fifth: checkpoints per minute of wall time and of undisturbed time (the one
+        checked, with `rates.TOLERANCE`), duration, bytes uploaded and state size."""
+        lines = [
+            f"checkpoints by fifth (rate checked: per undisturbed minute, last >= first "
+            f"- {TOLERANCE:.0%}):",
+            f"{'fifth':<5} {'done':>5} {'/min':>6} {'undist s':>8} {'/undist min':>11} "
+            f"{'p50 s':>6} {'p99 s':>6} {'upl p50':>9} {'state':>11}",
+        ]
+        for i, f in enumerate(self.fifths):
+            wall = f.completed / (f.end - f.start) * 60 if f.end > f.start else 0.0
+            lines.append(
+                f"{i + 1:<5} {f.completed:>5} {wall:>6.1f} {f.undisturbed_s:>8.0f} "
+                f"{f.rate:>11.1f} {_num(f.duration_p50_s):>6} {_num(f.duration_p99_s):>6} "
+                f"{_num(f.uploaded_p50_bytes):>9} {_num(f.state_bytes):>11}"
+            )
+        return lines
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def _whole(seqs: Sequence[int]) -> bool:

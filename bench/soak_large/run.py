@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from bench.processes import ProcessCluster
 from bench.soak_large.agent import soak_graph, topics_of
 from bench.soak_large.checks import Findings, KillRecord
 from bench.soak_large.ledger import SoakLedger
 from bench.soak_large.plan import Kill, Plan, Timing
+from bench.soak_large.rates import CheckpointRecord, fifths
 from bench.soak_large.storage import S3Storage, s3_storage
 from sluicegate.agents.client import submit_tasks
 from sluicegate.agents.messages import TaskRequest
@@ -46,6 +48,7 @@ from sluicegate.operators.storage.layout import (
     checkpoint_manifest,
     parse_checkpoint_id,
 )
+from sluicegate.operators.storage.manifest import ManifestStore
 
 __all__ = ["Sizes", "soak"]
 
@@ -69,12 +72,14 @@ class Sizes:
 
 
 class Checkpoints:
-    """Checkpoint ids as the harness sees them in storage: each completed one with when it was
-    first seen, and the newest triggered."""
+    """Checkpoints as the harness sees them in storage: each completed one (its manifest read
+    once, when first seen: when it was triggered and completed, what it uploaded), and the
+    newest triggered."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
-        self.seen: dict[int, float] = {}
+        self._manifests = ManifestStore(storage)
+        self.seen: dict[int, CheckpointRecord] = {}
         self.newest_triggered = 0
 
     async def poll(self) -> None:
@@ -89,27 +94,28 @@ class Checkpoints:
             if n is None:
                 continue
             self.newest_triggered = max(self.newest_triggered, n)
-            if path == checkpoint_manifest(n):
-                self.seen.setdefault(n, now)
+            if path == checkpoint_manifest(n) and n not in self.seen:
+                self.seen[n] = await self._record(n, now)
+
+    async def _record(self, n: int, seen_at: float) -> CheckpointRecord:
+        """Checkpoint ``n`` from its manifest; only its id and ``seen_at`` if the manifest
+        cannot be read (gone, storage away, or not a manifest this build reads)."""
+        try:
+            m = await self._manifests.load(n)
+        except (StorageError, ValidationError) as exc:
+            logger.warning("manifest of checkpoint %d unreadable: %s", n, exc)
+            return CheckpointRecord(n, seen_at)
+        return CheckpointRecord(n, m.completed_at, m.triggered_at, m.uploaded_bytes, m.full_bytes)
 
     def in_flight(self) -> bool:
         """A checkpoint was triggered and has not completed (as of the last `poll`)."""
         return self.newest_triggered > max(self.seen, default=0)
 
     def completed_after(self, checkpoint_id: int) -> float | None:
-        """When the first checkpoint newer than ``checkpoint_id`` was seen completed."""
-        return min((t for n, t in self.seen.items() if n > checkpoint_id), default=None)
-
-    def rates(self, end: float) -> tuple[float, float]:
-        """Completed checkpoints per minute in the first and the last fifth of the time from
-        the first completed checkpoint to ``end`` (a minute at most each)."""
-        times = sorted(self.seen.values())
-        if not times:
-            return 0.0, 0.0
-        window = min(60.0, (end - times[0]) / 5) or 1.0
-        first = sum(1 for t in times if t <= times[0] + window)
-        last = sum(1 for t in times if end - window <= t <= end)
-        return first / window * 60, last / window * 60
+        """When the first checkpoint newer than ``checkpoint_id`` completed."""
+        return min(
+            (c.completed_at for n, c in self.seen.items() if n > checkpoint_id), default=None
+        )
 
 
 class Soak:
@@ -133,6 +139,9 @@ class Soak:
         self.other_exits = 0
         self.broker_restarts = 0
         self.storage_outages = 0
+        self.faults: list[tuple[float, int]] = []
+        """The broker's restart and storage's outage: when each began, and the newest
+        checkpoint triggered when it ended (recovered once a newer one completed)."""
         self._sending = asyncio.Lock()
         """Held by a submission and by the broker's restart: no send is retried across it into
         a second copy of a task."""
@@ -173,9 +182,13 @@ class Soak:
             self.ledger.close()
         for kill in self.kills:
             kill.recovered_at = self.checkpoints.completed_after(kill.newest_triggered)
+        disruptions = [(k.killed_at, k.recovered_at) for k in self.kills] + [
+            (began_at, self.checkpoints.completed_after(n)) for began_at, n in self.faults
+        ]
+        parts = fifths(list(self.checkpoints.seen.values()), disruptions, finished)
         findings = Findings(
             self.sizes.runs, self.results, events, self.ledger, self.kills,
-            self.checkpoints.rates(finished), self.other_exits, self.broker_restarts,
+            parts, self.other_exits, self.broker_restarts,
             self.storage_outages, finished - began, len(plan.kills),
         )  # fmt: skip
         findings.check()
@@ -281,14 +294,18 @@ class Soak:
     async def _restart_broker(self) -> None:
         self.broker_restarts += 1
         logger.info("stopping the broker at %d results", self.done())
+        began_at = time.time()
         async with self._sending:
             await asyncio.to_thread(self.broker.stop)
             await self.broker.start_async()
         logger.info("broker started again")
+        await self.checkpoints.poll()
+        self.faults.append((began_at, self.checkpoints.newest_triggered))
 
     async def _storage_outage(self) -> None:
         self.storage_outages += 1
         logger.info("storage down for %.0f s at %d results", self.sizes.outage_s, self.done())
+        began_at = time.time()
         self.storage.proxy.down = True
         try:
             end = time.monotonic() + self.sizes.outage_s
@@ -298,6 +315,8 @@ class Soak:
         finally:
             self.storage.proxy.down = False
         logger.info("storage back")
+        await self.checkpoints.poll()
+        self.faults.append((began_at, self.checkpoints.newest_triggered))
 
     async def _approve(self) -> None:
         await Approver(

@@ -16,8 +16,21 @@ from bench.soak_large.agent import WRITES
 from bench.soak_large.checks import Findings, KillRecord, percentile
 from bench.soak_large.ledger import SoakLedger
 from bench.soak_large.plan import Plan, Timing
+from bench.soak_large.rates import CheckpointRecord, Fifth, fifths
 
 RUNS = 3
+
+
+def paced(slower_at: float | None = None) -> tuple[Fifth, ...]:
+    """Fifths of 500 s of checkpoints 1 s apart (1.5 s apart from ``slower_at`` on), each
+    taking 0.4 s and uploading 2000 bytes; none from a kill at 10.5 s to its recovery at 30 s."""
+    records, t, n = [], 0.0, 1
+    while t <= 500.0:
+        if not 10.5 < t < 30.0:
+            records.append(CheckpointRecord(n, t, t - 0.4, 2000, 50_000 + n))
+        t += 1.5 if slower_at is not None and t >= slower_at else 1.0
+        n += 1
+    return fifths(records, [(10.5, 30.0)], 500.0)
 
 
 @pytest.fixture
@@ -78,7 +91,7 @@ def clean(ledger: SoakLedger) -> dict[str, Any]:
 
 def findings(ledger: SoakLedger, figures: dict[str, Any]) -> Findings:
     found = Findings(RUNS, figures["results"], figures["events"], ledger, figures["kills"],
-                     (60.0, 55.0), 0, 1, 1, 30.0)  # fmt: skip
+                     paced(), 0, 1, 1, 30.0)  # fmt: skip
     found.check()
     return found
 
@@ -86,7 +99,13 @@ def findings(ledger: SoakLedger, figures: dict[str, Any]) -> Findings:
 def test_clean_figures_pass(ledger: SoakLedger) -> None:
     found = findings(ledger, clean(ledger))
     assert found.violations == []
-    assert "violations: none" in found.table()
+    table = found.table()
+    assert "violations: none" in table
+    rows = [line.split() for line in table if line[:1].isdigit() and len(line.split()) == 9]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert {r[4] for r in rows} == {"60.0"}  # per undisturbed minute, the kill left out
+    assert rows[0][2] != "60.0"  # per minute of wall time, it is not
+    assert {(r[5], r[7]) for r in rows} == {("0.40", "2000")}
 
 
 @pytest.mark.parametrize(
@@ -94,7 +113,7 @@ def test_clean_figures_pass(ledger: SoakLedger) -> None:
 )
 def test_each_planted_violation_is_found(ledger: SoakLedger, bug: str) -> None:
     figures = clean(ledger)
-    rates, planned = (60.0, 55.0), 1
+    rates, planned = paced(), 1
     if bug == "lost":
         del figures["results"]["run-000001"]
     elif bug == "twice":
@@ -106,7 +125,7 @@ def test_each_planted_violation_is_found(ledger: SoakLedger, bug: str) -> None:
     elif bug == "no recovery":
         figures["kills"].append(KillRecord("coordinator", "savepoint", 20.0, 5))
     elif bug == "slow":
-        rates = (60.0, 20.0)
+        rates = paced(slower_at=300.0)
     else:
         planned = 2
     found = Findings(RUNS, figures["results"], figures["events"], ledger, figures["kills"],
