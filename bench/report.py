@@ -30,6 +30,7 @@ import argparse
 import importlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
@@ -128,6 +129,18 @@ def plot_recovery(plt: Any, rows: list[Row], out: Path) -> bool:
     return True
 
 
+def spread_bars(
+    axes: Any, xs: Sequence[float], values: Sequence[Sequence[float]], scale: float, label: str
+) -> list[float]:
+    """Plot each x's median of ``values`` (times ``scale``) with its min-max as error bars;
+    returns the medians."""
+    mids = [median(v) * scale for v in values]
+    low = [m - min(v) * scale for m, v in zip(mids, values, strict=True)]
+    high = [max(v) * scale - m for m, v in zip(mids, values, strict=True)]
+    axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=label)
+    return mids
+
+
 def plot_coordinator_scale(plt: Any, rows: list[Row], out: Path) -> bool:
     points = sorted(
         (r for r in rows if r["bench"] == "coordinator_scale" and r["kind"] == "size"),
@@ -137,10 +150,7 @@ def plot_coordinator_scale(plt: Any, rows: list[Row], out: Path) -> bool:
         return False
     figure, axes = plt.subplots(figsize=(6, 4))
     xs = [r["subtasks"] for r in points]
-    mids = [median(r["cpu_s"]) * 1000 for r in points]
-    low = [m - min(r["cpu_s"]) * 1000 for m, r in zip(mids, points, strict=True)]
-    high = [max(r["cpu_s"]) * 1000 - m for m, r in zip(mids, points, strict=True)]
-    axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label="CPU a checkpoint")
+    mids = spread_bars(axes, xs, [r["cpu_s"] for r in points], 1000, "CPU a checkpoint")
     axes.plot(xs, [r["wall_p50_s"] * 1000 for r in points], marker="s",
               label="trigger to complete, p50")  # fmt: skip
     axes.plot(xs, [mids[0] * x / xs[0] for x in xs], linestyle="--", color="grey",
@@ -169,10 +179,7 @@ def plot_parked_runs(plt: Any, rows: list[Row], out: Path) -> bool:
     xs = [r["parked"] for r in points]
 
     def bars(axes: Any, values: list[list[float]], scale: float, label: str) -> None:
-        mids = [median(v) * scale for v in values]
-        low = [m - min(v) * scale for m, v in zip(mids, values, strict=True)]
-        high = [max(v) * scale - m for m, v in zip(mids, values, strict=True)]
-        axes.errorbar(xs, mids, yerr=[low, high], marker="o", capsize=4, label=label)
+        mids = spread_bars(axes, xs, values, scale, label)
         axes.axhspan(mids[0] * 0.9, mids[0] * 1.1, color="green", alpha=0.15,
                      label="smallest +-10%")  # fmt: skip
 

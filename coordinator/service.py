@@ -44,7 +44,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from sluicegate.coordinator.adoption import Restart
 from sluicegate.coordinator.checkpoint_stats import CheckpointStats
@@ -111,7 +111,12 @@ from sluicegate.operators.protocol.messages import (
 from sluicegate.operators.runtime.control import CoordinatorLink
 from sluicegate.operators.runtime.kafka_control import KafkaCoordinatorLink
 from sluicegate.operators.runtime.topics import ensure_topics
-from sluicegate.operators.storage import AlreadyExistsError, Storage, StorageError
+from sluicegate.operators.storage import (
+    AlreadyExistsError,
+    Storage,
+    StorageError,
+    StorageUnavailableError,
+)
 from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
 from sluicegate.operators.tracing import tracer
 
@@ -158,6 +163,10 @@ class Coordinator:
         self._bootstrap = bootstrap
         self._subtasks = [str(s) for s in graph.subtasks()]
         self._recovery = Recovery(self._settings.restart_policy())
+        self._placing_backoff = StorageBackoff(initial_seconds=0.5)
+        """Checkpoint storage failed while an attempt was being set up: the next try waits."""
+        self._attempt_wanted = False
+        """A new attempt is to be taken (the last try failed on storage)."""
         """The recovering phase: when the next attempt starts (`coordinator.recovery`)."""
         self._offsets: SourceOffsets | None = None
         self._housekeeping = Housekeeping(
@@ -253,8 +262,20 @@ class Coordinator:
 
     async def start(self, now: float | None = None) -> None:
         """Steps 1 and 2 of the module docstring, once the control link is open: take this
-        coordinator's epoch, then adopt the running attempt or start a new one."""
-        now = time.monotonic() if now is None else now
+        coordinator's epoch, then adopt the running attempt or start a new one. While
+        checkpoint storage is unreachable, it starts again after a backoff, with a newer epoch
+        and attempt as a coordinator process started again would."""
+        while True:
+            try:
+                await self._start_once(time.monotonic() if now is None else now)
+                self._placing_backoff.succeeded()
+                return
+            except StorageUnavailableError as exc:
+                delay = self._placing_backoff.failed(time.monotonic())
+                logger.warning("coordinator start: %s; starting again in %s s", exc, f"{delay:g}")
+                await asyncio.sleep(delay)
+
+    async def _start_once(self, now: float) -> None:
         epoch = await take_epoch(self._storage)
         self._fence = Fence(epoch, self._settings.fence_check_seconds, now)
         logger.info("pipeline %s: coordinator epoch %s", self._graph.name, epoch)
@@ -330,19 +351,23 @@ class Coordinator:
             return
         if self._placement.adopting:
             if self._stopping is None:
-                await self._try_adopt(now)
+                await self._placing(self._try_adopt(now), now)
                 return
             self._placement.give_up_adoption()  # a stop before the decision: a new attempt's way
-            await self._new_attempt()
+            self._attempt_wanted = True
         await self._forget_dead_workers(now)
-        if self._stopping is not None:
+        if self._stopping is not None and self._attempt_wanted:
+            if not self._placing_backoff.waiting(now):  # the stop goes on the new attempt
+                await self._placing(self._new_attempt(), now)
+        elif self._stopping is not None:
             await self._drive_stop(self._stopping, now)
-        elif self._recovery.due(now):
-            await self._new_attempt()
-            await self._try_assign(now)
+        elif self._recovery.due(now) or self._attempt_wanted:
+            self._attempt_wanted = True
+            if not self._placing_backoff.waiting(now):
+                await self._placing(self._next_attempt(now), now)
         elif self._running is None:
             if not self._recovery.pending:
-                await self._try_assign(now)
+                await self._placing(self._try_assign(now), now)
         else:
             waiting = self._savepoints.wants_checkpoint()
             await self._execute(self._running.tick(now, savepoint_waiting=waiting), now)
@@ -551,6 +576,26 @@ class Coordinator:
         if self._fence is not None:
             self._fence.refuse()
 
+    async def _placing(self, setting_up: Awaitable[None], now: float) -> None:
+        """Adopt, take or assign an attempt (``setting_up``). Should checkpoint storage fail
+        meanwhile, the job does not end: a new attempt is taken after a backoff (nothing of
+        the failed one was assigned, so nothing is lost)."""
+        try:
+            await setting_up
+        except StorageUnavailableError as exc:
+            self._attempt_wanted = True
+            delay = self._placing_backoff.failed(now)
+            logger.warning(
+                "pipeline %s: %s while setting up an attempt; a new attempt in %s s",
+                self._graph.name, exc, f"{delay:g}",
+            )  # fmt: skip
+        else:
+            self._placing_backoff.succeeded()
+
+    async def _next_attempt(self, now: float) -> None:
+        await self._new_attempt()
+        await self._try_assign(now)
+
     async def _try_adopt(self, now: float) -> None:
         decision = self._placement.decide(self._liveness.alive_infos(now), now)
         if decision is None:
@@ -598,6 +643,7 @@ class Coordinator:
         self._attempt = await self._placement.new_attempt(time.monotonic())
         self._tracker = await self._tracker_for(self._attempt)
         logger.info("pipeline %s: attempt %s", self._graph.name, self._attempt)
+        self._attempt_wanted = False
         await self._broadcast(Retire(self._attempt))
 
     async def _try_assign(self, now: float) -> None:
