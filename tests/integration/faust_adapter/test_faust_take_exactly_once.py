@@ -2,7 +2,8 @@
 run by sluicegate on a real broker, crashed and restored after each part of the input: a
 read_committed consumer sees every number in exactly one batch, no batch larger than 10,
 each batch of one input partition and in its order; and a buffer checkpointed before its
-deadline, then crashed, is yielded once after the restore, at its re-armed deadline.
+deadline, then crashed, is yielded once after the restore, at its re-armed deadline; and
+buffers saved in a savepoint at parallelism 2 go on filling at parallelism 3.
 
 Crashes cancel every task of the job at once (as a SIGKILL would), at a random point of the
 checkpoint cycle after each part of the input.
@@ -17,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+from sluicegate.coordinator.httpapi.client import CoordinatorClient
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
 from sluicegate.faust_adapter import pipeline_of
@@ -24,9 +26,12 @@ from sluicegate.operators.graph import JobGraph
 from sluicegate.operators.kafka import clients as kafka_clients
 from sluicegate.operators.runtime.partitioner import partition_for
 from sluicegate.operators.runtime.subtask import Subtask
+from sluicegate.operators.runtime.topics import ensure_topics
+from sluicegate.operators.savepoints.store import SavepointStore
 from sluicegate.operators.storage import open_storage
 from sluicegate.testing import read_committed
 from tests.faust_apps import batches
+from tests.jobs import running
 
 PARTITIONS = 4  # the app's topic_partitions
 
@@ -149,3 +154,50 @@ async def test_a_checkpointed_buffer_is_yielded_once_at_its_deadline_after_a_cra
     found = await batches_read(kafka_bootstrap, topic, 4, timeout_s=3)
     await running.crash()
     assert [(b.count, b.total, b.numbers) for b in found] == [(3, 78, [13, 26, 39])]
+
+
+async def test_buffers_in_a_savepoint_go_on_filling_at_another_parallelism(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Numbers at parallelism 2 with a 20 s ``within`` (so the savepoint holds partial
+    buffers), stopped with a savepoint, restored at 3, then more numbers: each number in exactly
+    one batch, and batches holding numbers of both sides of the savepoint (the buffer's rows
+    moved with their partition)."""
+    tag = uuid.uuid4().hex[:8]
+    app = batches.make_app(tag, within=20.0)
+    graph2 = pipeline_of(app, modules=[batches], parallelism=2).build()
+    graph3 = pipeline_of(app, modules=[batches], parallelism=3).build()
+    await ensure_topics(kafka_bootstrap, graph2)
+    storage = open_storage(tmp_path / "storage")
+    before, after = list(range(1, 1004)), list(range(1004, 2008))
+    topic = f"batch-sums-{tag}"
+    body = "tests.faust_apps.batches.sum_batches"
+
+    async with running(graph2, storage, kafka_bootstrap, tmp_path / "w2") as job:
+        await produce_numbers(kafka_bootstrap, f"numbers-{tag}", before)
+        full = len(before) - sum(len(before_in(p, before)) % 10 for p in range(PARTITIONS))
+        await batches_read(kafka_bootstrap, topic, full, timeout_s=120)
+        await asyncio.to_thread(CoordinatorClient(job.url).create_savepoint, "b2", stop=True)
+        await asyncio.wait_for(job.task, 60)
+    saved = await SavepointStore(storage).load("b2")
+    assert saved.operators[body].parallelism == 2
+
+    async with running(graph3, storage, kafka_bootstrap, tmp_path / "w3",
+                       from_savepoint="b2") as job:  # fmt: skip
+        await produce_numbers(kafka_bootstrap, f"numbers-{tag}", after)
+        found = await batches_read(kafka_bootstrap, topic, len(before) + len(after), 120)
+        assign = job.coordinator.facts().assign
+        assert assign is not None
+        subtasks = {s for worker in assign.assignment.values() for s in worker}
+        assert {f"{body}#{i}" for i in range(3)} <= subtasks
+
+    assert sorted(n for b in found for n in b.numbers) == before + after  # each exactly once
+    assert all(1 <= b.count == len(b.numbers) <= batches.MAX_BATCH for b in found)
+    across = [b for b in found if min(b.numbers) < 1004 <= max(b.numbers)]
+    assert across, "the savepoint held partial buffers"
+    assert len(across) == sum(1 for p in range(PARTITIONS) if len(before_in(p, before)) % 10)
+
+
+def before_in(partition: int, numbers: list[int]) -> list[int]:
+    return [n for n in numbers
+            if partition_for(key_of(n), PARTITIONS, input_partition=0) == partition]  # fmt: skip
