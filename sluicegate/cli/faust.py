@@ -64,6 +64,13 @@ def _check(args: argparse.Namespace) -> int:
             )
         outputs = ", ".join((*agent.sends, *agent.sinks)) or "nothing"
         print(f"    operator {agent.uid}: {agent.body_input.name} -> {outputs}")
+        if agent.take is not None:
+            take = agent.take
+            within = f"within {take.within_s:g} s" if take.within_s else "no deadline"
+            print(
+                f"    stream.{take.kind}: up to {take.max_} values per batch, {within}, per "
+                f"input partition, buffered in keyed state rows faust-take/ ({take.where})"
+            )
     for table in plan.tables:
         print(f"  table {table.name}: keyed state rows faust-table/{table.name}/"
               f"{_rows_of(table.table)} ({table.where})")  # fmt: skip

@@ -11,7 +11,8 @@ Only this package imports faust; the engine never does. Its modules:
 * `stepping`: the sans-IO core, an agent's coroutine stepped one record at a time;
 * `reading`: the ``App`` read into a `plan.FaustPlan`, unsupported features refused by line;
 * `binding`: the app's producer and tables bound to the record being stepped;
-* `operators`: the agent and group-by operators; `building`: the plan as a `Pipeline`.
+* `batching`: the sans-IO rule of ``stream.take``; `takes`: its buffer in keyed state;
+* `operators`: the agent, take and group-by operators; `building`: the plan as a `Pipeline`.
 """
 
 from __future__ import annotations

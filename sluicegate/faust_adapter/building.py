@@ -7,14 +7,17 @@
 * Each agent is one operator, uid the agent's name (lower case); one that groups is two: the
   re-keying stage ``<uid>.group-by`` and the body ``<uid>``, joined by the repartition topic
   ``sluicegate.<pipeline>.<faust's repartition topic name>``.
-* Tables are the keyed state of the operator whose records write them.
+* Tables are the keyed state of the operator whose records write them; so is the buffer of an
+  agent that iterates ``stream.take(...)`` (operator `operators.TakeOperator`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
-from sluicegate.faust_adapter.operators import AgentOperator, GroupByOperator
+from sluicegate.faust_adapter.operators import AgentOperator, GroupByOperator, TakeOperator
 from sluicegate.faust_adapter.plan import AgentPlan, FaustPlan
 from sluicegate.operators.contract import Operator
 from sluicegate.operators.pipeline import Pipeline
@@ -22,9 +25,12 @@ from sluicegate.operators.pipeline import Pipeline
 __all__ = ["build_pipeline"]
 
 
-def build_pipeline(plan: FaustPlan, *, parallelism: int = 1) -> Pipeline:
+def build_pipeline(
+    plan: FaustPlan, *, parallelism: int = 1, clock: Callable[[], float] = time.time
+) -> Pipeline:
     """The job of ``plan`` (refused first if it uses what sluicegate does not run); every
-    operator at ``parallelism``, capped by its input's partitions."""
+    operator at ``parallelism``, capped by its input's partitions; ``clock`` is the wall clock
+    that ``stream.take``'s ``within`` is measured by."""
     plan.check()
     reads = {a.body_input.name for a in plan.agents} | {a.source.name for a in plan.agents}
     writes = {t for a in plan.agents for t in (*a.sends, *a.sinks)}
@@ -38,11 +44,13 @@ def build_pipeline(plan: FaustPlan, *, parallelism: int = 1) -> Pipeline:
         else:
             p.sink(topic.name, partitions=topic.partitions)
     for agent in plan.agents:
-        _add_agent(p, plan, agent, parallelism)
+        _add_agent(p, plan, agent, parallelism, clock)
     return p
 
 
-def _add_agent(p: Pipeline, plan: FaustPlan, agent: AgentPlan, parallelism: int) -> None:
+def _add_agent(
+    p: Pipeline, plan: FaustPlan, agent: AgentPlan, parallelism: int, clock: Callable[[], float]
+) -> None:
     app = plan.app
     repartition = agent.repartition
     if repartition is not None:
@@ -58,6 +66,8 @@ def _add_agent(p: Pipeline, plan: FaustPlan, agent: AgentPlan, parallelism: int)
     sinks = {name: _sink_object(app, agent, name) for name in agent.sinks}
 
     def body() -> Operator:
+        if agent.take is not None:
+            return TakeOperator(app, agent, sinks, clock=clock)
         return AgentOperator(app, agent, sinks)
 
     p.operator(

@@ -9,7 +9,9 @@ from typing import Any
 
 from sluicegate.faust_adapter.exceptions import UnsupportedFeatureError
 
-__all__ = ["AgentPlan", "FaustPlan", "Refusal", "Repartition", "TablePlan", "TopicPlan"]
+__all__ = [
+    "AgentPlan", "FaustPlan", "Refusal", "Repartition", "TablePlan", "Take", "TopicPlan",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,19 @@ class Repartition:
 
 
 @dataclass(frozen=True, slots=True)
+class Take:
+    """``stream.take(max_, within=...)`` (``kind`` also ``take_events`` or
+    ``take_with_timestamp``): the agent's body gets batches of up to ``max_`` values of one
+    input partition, a partial one ``within_s`` seconds after its oldest value arrived (None:
+    only full ones), buffered in keyed state (`takes`)."""
+
+    kind: str
+    max_: int
+    within_s: float | None
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
 class AgentPlan:
     """One ``@app.agent(topic)``: the operator ``uid`` that runs ``function`` over ``source``
     (through ``repartition`` when it groups), and the topics it may send to."""
@@ -57,6 +72,7 @@ class AgentPlan:
     sinks: tuple[str, ...]
     """Topics its ``yield``ed replies go to (``@app.agent(topic, sink=[...])``)."""
     where: str
+    take: Take | None = None
 
     @property
     def body_input(self) -> TopicPlan:

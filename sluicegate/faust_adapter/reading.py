@@ -8,8 +8,9 @@ Nothing of faust is started: no worker, consumer, producer or web server. What i
 2. what each agent may send to: the faust topics and agents its function (and the module's
    functions it calls) names, found in its code's globals and closure;
 3. each agent's stream calls, by a *probe*: the function is started on a `FeedStream` and run
-   to the point where it awaits its first record (so ``stream.group_by(...)`` has been called,
-   and an unsupported stream method has raised), then closed;
+   to the point where it awaits its first record (so ``stream.group_by(...)`` and
+   ``stream.take(...)`` have been called, and an unsupported stream method has raised), then
+   closed;
 4. ``app.tables``: ``app.Table(name, default=...)``, plain or windowed by ``.tumbling(...)``
    or ``.hopping(...)`` (no ``on_window_close``, no ``key_index=True``, no other window);
 5. timers, crontabs, tasks, services and web pages: refused.
@@ -40,9 +41,17 @@ from sluicegate.faust_adapter.plan import (
     Refusal,
     Repartition,
     TablePlan,
+    Take,
     TopicPlan,
 )
-from sluicegate.faust_adapter.stepping import AgentStepper, Awaiting, Failed, Finished
+from sluicegate.faust_adapter.stepping import (
+    AgentStepper,
+    Awaiting,
+    Failed,
+    Finished,
+    GroupByCall,
+    TakeCall,
+)
 
 __all__ = ["read_app"]
 
@@ -105,7 +114,12 @@ def _agent(
         if (plan := _send_target(app, target, "send", where, refusals)) is not None
         and _remember(topics, plan)
     ]
-    repartition = _probe(app, agent, pipeline, source, refusals)
+    calls = _probe(agent, refusals)
+    repartition = take = None
+    if calls is not None:
+        group_bys, takes = calls
+        repartition = _repartition(app, agent, pipeline, source, group_bys, refusals)
+        take = _take(takes, refusals)
     if source is None or len(refusals) > before:
         return None
     _remember(topics, source)
@@ -114,7 +128,7 @@ def _agent(
     return AgentPlan(
         name=agent.name, uid=_uid(agent.name), function=agent.fun, source=source,
         repartition=repartition, sends=tuple(dict.fromkeys(sends)),
-        sinks=tuple(dict.fromkeys(sinks)), where=where,
+        sinks=tuple(dict.fromkeys(sinks)), where=where, take=take,
     )  # fmt: skip
 
 
@@ -186,15 +200,14 @@ def _filled(cell: Any) -> bool:
     return True
 
 
-def _probe(
-    app: Any, agent: Any, pipeline: str, source: TopicPlan | None, refusals: list[Refusal]
-) -> Repartition | None:
+def _probe(agent: Any, refusals: list[Refusal]) -> tuple[list[GroupByCall], list[TakeCall]] | None:
     """Run the agent to its first wait on a `FeedStream`: its stream calls are then made."""
     stepper = AgentStepper(agent.name, agent.fun)
     where = _where_function(agent.fun)
     try:
         step = stepper.start()
-        calls = list(stepper.stream.calls) if stepper.stream is not None else []
+        stream = stepper.stream
+        calls = (list(stream.calls), list(stream.takes)) if stream is not None else ([], [])
     finally:
         stepper.close()
     if isinstance(step, Failed):
@@ -209,6 +222,34 @@ def _probe(
         refusals.append(Refusal(f"agent {agent.name} returning before its first record", where))
         return None
     assert isinstance(step, Awaiting)
+    return calls
+
+
+def _take(takes: list[TakeCall], refusals: list[Refusal]) -> Take | None:
+    if not takes:
+        return None
+    if len(takes) > 1:
+        refusals.append(Refusal(f"stream.{takes[1].kind} twice in one agent", takes[1].where,
+                                "take once per agent"))  # fmt: skip
+        return None
+    call = takes[0]
+    size = call.max_
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        refusals.append(Refusal(f"stream.{call.kind}({size!r}, ...)", call.where,
+                                "max_ is a number of values, at least 1"))  # fmt: skip
+        return None
+    if call.within is not None and call.within < 0:
+        refusals.append(Refusal(f"stream.{call.kind}(within={call.within})", call.where,
+                                "within is not negative"))  # fmt: skip
+        return None
+    return Take(call.kind, size, call.within, call.where)
+
+
+def _repartition(
+    app: Any, agent: Any, pipeline: str, source: TopicPlan | None, calls: list[GroupByCall],
+    refusals: list[Refusal],
+) -> Repartition | None:  # fmt: skip
+    """``stream.group_by(...)``'s repartition topic, from the probe's calls."""
     if not calls:
         return None
     if len(calls) > 1:

@@ -9,6 +9,10 @@ record's processing completes before the next begins, and a barrier between two 
 consistent cut of the agent's state (its tables; its local variables are not state, see
 docs/faust.md).
 
+``stream.take(max_, within=s)`` (and ``take_events``, ``take_with_timestamp``) is recorded in
+`FeedStream.takes` as a `TakeCall`; the agent then awaits a `Batch` instead of an `Arrival`,
+and the stepper is fed whole batches, which the operator buffers (`batching`, `takes`).
+
 `AgentStepper.feed` performs, in order:
 
 1. start the coroutine if there is none (the first record, or the one after a failure: faust's
@@ -40,11 +44,13 @@ __all__ = [
     "AgentStepper",
     "Arrival",
     "Awaiting",
+    "Batch",
     "Failed",
     "FeedStream",
     "Finished",
     "GroupByCall",
     "Step",
+    "TakeCall",
     "where_of",
 ]
 
@@ -57,6 +63,15 @@ class Arrival:
     key: Any
     value: Any
     event: Callable[[], Any] | None = None
+    timestamp: float | None = None
+    """The record's Kafka timestamp in seconds (``event.message.timestamp`` in faust)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The records of one ``stream.take(...)`` batch, oldest first (never empty)."""
+
+    arrivals: tuple[Arrival, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +110,31 @@ class GroupByCall:
     where: str
 
 
+TakeKind = Literal["take", "take_events", "take_with_timestamp"]
+
+
+@dataclass(frozen=True, slots=True)
+class TakeCall:
+    """``stream.take(max_, within)`` (or ``take_events``, ``take_with_timestamp(max_, within,
+    timestamp_field_name)``) as the agent called it; ``within`` in seconds, None for none."""
+
+    kind: TakeKind
+    max_: Any
+    within: float | None
+    timestamp_field: str | None
+    where: str
+
+
 class _Next:
     """Awaited by `FeedStream`: yields the marker, and returns what the stepper sends back."""
 
     __slots__ = ()
 
-    def __await__(self) -> Generator[Any, Any, Arrival]:
-        arrival = yield _NEXT
-        if not isinstance(arrival, Arrival):
-            raise AgentStepError("?", f"resumed with {type(arrival).__name__}, not a record")
-        return arrival
+    def __await__(self) -> Generator[Any, Any, Arrival | Batch]:
+        sent = yield _NEXT
+        if not isinstance(sent, Arrival | Batch):
+            raise AgentStepError("?", f"resumed with {type(sent).__name__}, not a record")
+        return sent
 
 
 class _Stopped(BaseException):
@@ -124,15 +154,23 @@ def where_of(depth: int) -> str:
 Mode = Literal["values", "items", "events"]
 
 
+_SUPPORTED = (
+    "supported: async for over the stream, .items(), .events(), .group_by(...), .take(...), "
+    ".take_events(...), .take_with_timestamp(...)"
+)
+
+
 class FeedStream:
     """The ``stream`` a stepped agent iterates: ``async for value in stream``,
     ``stream.items()`` (key, value), ``stream.events()`` (faust events), ``stream.group_by``
-    (recorded in `calls`; the records it gets are grouped already) and
-    ``stream.current_event``. Any other stream method raises `UnsupportedFeatureError` naming
-    the agent's line."""
+    (recorded in `calls`; the records it gets are grouped already), ``stream.take(...)``,
+    ``take_events`` and ``take_with_timestamp`` (recorded in `takes`; fed `Batch`es) and
+    ``stream.current_event`` (in a batch: its last record's). Any other stream method raises
+    `UnsupportedFeatureError` naming the agent's line."""
 
     def __init__(self) -> None:
         self.calls: list[GroupByCall] = []
+        self.takes: list[TakeCall] = []
         self.modes: list[tuple[Mode, str]] = []
         self.current: Arrival | None = None
 
@@ -143,8 +181,33 @@ class FeedStream:
         return (await self._next()).value
 
     async def _next(self) -> Arrival:
-        self.current = await _Next()
-        return self.current
+        sent = await _Next()
+        if isinstance(sent, Batch):
+            raise AgentStepError("?", "iterates the stream itself after calling stream.take")
+        self.current = sent
+        return sent
+
+    async def _next_batch(self) -> Batch:
+        sent = await _Next()
+        if not isinstance(sent, Batch):
+            raise AgentStepError("?", "iterates stream.take and the stream itself")
+        self.current = sent.arrivals[-1]
+        return sent
+
+    def take(self, max_: int, within: Any) -> _Batches:
+        return self._take(TakeCall("take", max_, _seconds(within), None, where_of(1)))
+
+    def take_events(self, max_: int, within: Any) -> _Batches:
+        return self._take(TakeCall("take_events", max_, _seconds(within), None, where_of(1)))
+
+    def take_with_timestamp(self, max_: int, within: Any, timestamp_field_name: str) -> _Batches:
+        call = TakeCall("take_with_timestamp", max_, _seconds(within), timestamp_field_name,
+                        where_of(1))  # fmt: skip
+        return self._take(call)
+
+    def _take(self, call: TakeCall) -> _Batches:
+        self.takes.append(call)
+        return _Batches(self, call)
 
     def items(self) -> _View:
         self.modes.append(("items", where_of(1)))
@@ -174,9 +237,59 @@ class FeedStream:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name == "noack_take":
+            raise UnsupportedFeatureError(
+                "stream.noack_take", where_of(1),
+                "sluicegate acknowledges by checkpoints, not per event: use stream.take",
+            )  # fmt: skip
+        raise UnsupportedFeatureError(f"stream.{name}", where_of(1), _SUPPORTED)
+
+
+def _seconds(within: Any) -> float | None:
+    """``within`` as faust reads it (``want_seconds``): seconds, a ``timedelta``; falsy is no
+    deadline."""
+    if not within:
+        return None
+    if hasattr(within, "total_seconds"):
+        return float(within.total_seconds())
+    if isinstance(within, int | float) and not isinstance(within, bool):
+        return float(within)
+    raise UnsupportedFeatureError(
+        f"stream.take(within={within!r})", where_of(2), "within is seconds or a timedelta"
+    )
+
+
+class _Batches:
+    """What ``stream.take(...)`` returns: an async iterator of lists, each a `Batch` fed to the
+    stepper as the values (``take``), the faust events (``take_events``) or the values with
+    their Kafka timestamp (seconds) set under ``timestamp_field_name`` when they are dicts
+    (``take_with_timestamp``, as faust does)."""
+
+    def __init__(self, stream: FeedStream, call: TakeCall) -> None:
+        self._stream, self._call = stream, call
+
+    def __aiter__(self) -> _Batches:
+        return self
+
+    async def __anext__(self) -> list[Any]:
+        batch = await self._stream._next_batch()
+        kind = self._call.kind
+        if kind == "take_events":
+            return [a.event() if a.event is not None else None for a in batch.arrivals]
+        values = [a.value for a in batch.arrivals]
+        field_name = self._call.timestamp_field
+        if kind == "take_with_timestamp" and field_name:
+            for arrival in batch.arrivals:
+                if isinstance(arrival.value, dict):
+                    arrival.value[field_name] = arrival.timestamp
+        return values
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
         raise UnsupportedFeatureError(
-            f"stream.{name}", where_of(1),
-            "supported: async for over the stream, .items(), .events(), .group_by(...)",
+            f"stream.{self._call.kind}(...).{name}", where_of(1),
+            "iterate the batches with async for",
         )  # fmt: skip
 
 
@@ -244,8 +357,9 @@ class AgentStepper:
             return Failed(exc)
         return self._resume(None)
 
-    def feed(self, arrival: Arrival) -> Step:
-        """Run the agent over ``arrival`` until it awaits the next record."""
+    def feed(self, arrival: Arrival | Batch) -> Step:
+        """Run the agent over ``arrival`` (a record, or a batch of them when it takes
+        batches) until it awaits the next one."""
         if self._coroutine is None:
             started = self.start()
             if not isinstance(started, Awaiting):
@@ -272,7 +386,7 @@ class AgentStepper:
             return
         coroutine.close()  # it caught _Stopped and waited again: stop it all the same
 
-    def _resume(self, sent: Arrival | None) -> Step:
+    def _resume(self, sent: Arrival | Batch | None) -> Step:
         coroutine = self._coroutine
         assert coroutine is not None
         value: Any = sent

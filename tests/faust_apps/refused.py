@@ -14,8 +14,8 @@ everywhere = app.GlobalTable("everywhere", default=int)  # line 12
 
 @app.agent(clicks)
 async def batches(stream: Any) -> None:
-    async for values in stream.take(100, within=10):  # line 17: stream.take
-        print(values)
+    async for value in stream.through("elsewhere"):  # line 17: stream.through
+        print(value)
 
 
 @app.timer(interval=5.0)  # type: ignore[untyped-decorator] # line 21

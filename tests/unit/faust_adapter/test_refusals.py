@@ -15,7 +15,7 @@ def test_every_unsupported_feature_is_listed_with_its_line() -> None:
     assert found == {
         ("table 'per_minute' on_window_close", "11"),
         ("app.GlobalTable('everywhere')", "12"),
-        ("stream.take", "17"),
+        ("stream.through", "17"),
         ("app.timer every_five_seconds", "21"),
         ("app.crontab hourly", "26"),
         ("app.page('/counts/')", "31"),
@@ -30,5 +30,5 @@ def test_building_the_pipeline_raises_the_first_and_names_the_others() -> None:
         pipeline_of(refused.app, modules=[refused])
     text = str(caught.value)
     assert "is not supported by sluicegate's faust adapter" in text
-    for feature in ("stream.take", "app.timer", "app.crontab", "app.page", "GlobalTable"):
+    for feature in ("stream.through", "app.timer", "app.crontab", "app.page", "GlobalTable"):
         assert feature in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from sluicegate.faust_adapter.stepping import (
     AgentStepper,
     Arrival,
     Awaiting,
+    Batch,
     Failed,
     FeedStream,
     Finished,
@@ -157,14 +159,101 @@ def test_group_by_is_recorded_with_the_agents_line_and_is_the_stream_itself() ->
 
 def test_an_unsupported_stream_method_names_the_feature_and_the_line() -> None:
     async def agent(stream: Any) -> None:
-        async for _values in stream.take(10, within=5):
+        async for _value in stream.enumerate():
             pass
 
     failed = AgentStepper("a", agent).start()
     assert isinstance(failed, Failed)
     assert isinstance(failed.error, UnsupportedFeatureError)
-    assert failed.error.feature == "stream.take"
+    assert failed.error.feature == "stream.enumerate"
     assert failed.error.where.endswith(f":{agent.__code__.co_firstlineno + 1}")
+
+
+def test_noack_take_is_refused_with_its_line_and_a_hint() -> None:
+    async def agent(stream: Any) -> None:
+        async for _values in stream.noack_take(10, within=5):
+            pass
+
+    failed = AgentStepper("a", agent).start()
+    assert isinstance(failed, Failed)
+    assert isinstance(failed.error, UnsupportedFeatureError)
+    assert failed.error.feature == "stream.noack_take"
+    assert "use stream.take" in failed.error.hint
+    assert failed.error.where.endswith(f":{agent.__code__.co_firstlineno + 1}")
+
+
+def test_take_is_recorded_with_its_line_and_the_agent_gets_whole_batches() -> None:
+    got: list[Any] = []
+
+    async def agent(stream: Any) -> AsyncIterator[int]:
+        async for values in stream.take(3, within=timedelta(seconds=2)):
+            got.append((values, stream.current_event))
+            yield sum(values)
+
+    stepper = AgentStepper("a", agent)
+    assert stepper.start() == Awaiting()
+    assert stepper.stream is not None
+    (call,) = stepper.stream.takes
+    assert (call.kind, call.max_, call.within, call.timestamp_field) == ("take", 3, 2.0, None)
+    assert call.where.endswith(f"test_stepping.py:{agent.__code__.co_firstlineno + 1}")
+    assert stepper.feed(Batch((arrival(1), arrival(2), arrival(4, key="k")))) == Awaiting((7,))
+    assert stepper.feed(Batch((arrival(8),))) == Awaiting((8,))
+    # the current event in a batch is its last record's, as faust's after its buffer filled
+    assert got == [([1, 2, 4], ("event", "k", 4)), ([8], ("event", None, 8))]
+
+
+def test_take_events_and_take_with_timestamp_batch_as_faust_does() -> None:
+    got: list[Any] = []
+
+    async def events(stream: Any) -> None:
+        async for batch in stream.take_events(5, within=1):
+            got.append(batch)
+
+    async def stamped(stream: Any) -> None:
+        async for batch in stream.take_with_timestamp(5, 1, "at"):
+            got.append(batch)
+
+    AgentStepper("a", events).feed(Batch((arrival("x", key="k"), arrival("y"))))
+    timed = (Arrival(None, {"n": 1}, None, 12.5), Arrival(None, "plain", None, 13.0))
+    AgentStepper("b", stamped).feed(Batch(timed))
+    # take_with_timestamp sets the field on dict values only (faust's own rule)
+    assert got == [[("event", "k", "x"), ("event", None, "y")], [{"n": 1, "at": 12.5}, "plain"]]
+
+
+def test_an_agent_iterating_both_the_stream_and_take_fails_at_the_mismatch() -> None:
+    async def takes(stream: Any) -> None:
+        async for _values in stream.take(2, within=1):
+            pass
+
+    async def plain(stream: Any) -> None:
+        async for _value in stream:
+            pass
+
+    failed = AgentStepper("a", takes).feed(arrival(1))
+    assert isinstance(failed, Failed)
+    assert "iterates stream.take and the stream itself" in str(failed.error)
+    failed = AgentStepper("b", plain).feed(Batch((arrival(1),)))
+    assert isinstance(failed, Failed)
+    assert "after calling stream.take" in str(failed.error)
+
+
+@pytest.mark.parametrize("within", ["soon", -1.0])
+def test_a_within_that_is_no_duration_is_refused_or_left_to_the_plan(within: Any) -> None:
+    async def agent(stream: Any) -> None:
+        async for _values in stream.take(2, within=within):
+            pass
+
+    stepper = AgentStepper("a", agent)
+    step = stepper.start()
+    if within == "soon":
+        assert isinstance(step, Failed)
+        assert isinstance(step.error, UnsupportedFeatureError)
+        assert step.error.feature == "stream.take(within='soon')"
+        assert step.error.where.endswith(f":{agent.__code__.co_firstlineno + 1}")
+    else:  # a negative number is recorded; reading refuses it (test_take)
+        assert step == Awaiting()
+        assert stepper.stream is not None
+        assert stepper.stream.takes[0].within == -1.0
 
 
 def test_close_runs_the_agents_finally_block() -> None:
