@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -350,6 +350,8 @@ class Subtask:
         beginning; note the read position of every source partition."""
         partitions = self.graph.input_partitions(self.id)
         consumer.assign([KafkaTopicPartition(p.topic, p.partition) for p in partitions])
+        if self._restore is not None:
+            await self._warn_of_deleted(consumer, self._restore.positions)
         for p in partitions:
             tp = KafkaTopicPartition(p.topic, p.partition)
             if self._restore is not None and p in self._restore.positions:
@@ -361,6 +363,30 @@ class Subtask:
                 position = await consumer.position(tp)
                 inputs.source_next[p] = position
                 lag.seen(p.topic, p.partition, position)
+
+    async def _warn_of_deleted(
+        self, consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int]
+    ) -> None:
+        """Say so, loudly, when records past a restored position are gone from the log (the
+        topic's retention, or records deleted by hand, ran ahead of a job that was down): the
+        reader goes on from the oldest record left, and nothing else would tell."""
+        mine = {
+            KafkaTopicPartition(p.topic, p.partition): offset
+            for p in self.graph.input_partitions(self.id)
+            if (offset := positions.get(p)) is not None
+        }
+        if not mine:
+            return
+        starts = await consumer.beginning_offsets(list(mine))
+        for tp, offset in sorted(mine.items()):
+            if offset < (start := starts[tp]):
+                logger.warning(
+                    "%s: %d records of %s[%d] (offsets %d to %d) were deleted from the log "
+                    "before this job read them; it goes on from offset %d. Keep the topic's "
+                    "retention (retention.ms, and record timestamps within it) longer than the "
+                    "job may be down",
+                    self.name, start - offset, tp.topic, tp.partition, offset, start - 1, start,
+                )  # fmt: skip
 
     def _open_context(
         self, states: Callable[[str, int], PartitionState], calls: OperatorCalls

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -25,7 +26,10 @@ from sluicegate.testing import read_committed
 from tests.faust_apps import pageviews
 
 PAGES = [f"page-{i:02d}" for i in range(12)]
-B = 1_699_999_980  # a minute's start, in seconds
+B = (int(time.time()) // 60 - 30) * 60
+"""A minute's start, in seconds: half an hour ago. Not a fixed date: the broker deletes
+records whose timestamps are older than its retention (7 days) at its next check, under
+the test's feet."""
 
 
 async def produce_views(bootstrap: str, topic: str, views: list[tuple[str, int]]) -> None:
