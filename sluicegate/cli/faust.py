@@ -74,6 +74,11 @@ def _check(args: argparse.Namespace) -> int:
     for table in plan.tables:
         print(f"  table {table.name}: keyed state rows faust-table/{table.name}/"
               f"{_rows_of(table.table)} ({table.where})")  # fmt: skip
+    for timer in plan.timers:
+        outputs = ", ".join(timer.sends) or "nothing"
+        print(f"  {timer.kind} {timer.name} ({timer.where})")
+        print(f"    operator {timer.uid}: {plan.clock_topic} -> {outputs}, once per tick of "
+              f"{_schedule_of(timer.schedule)}")  # fmt: skip
     if plan.refusals:
         print("refused (not supported yet; docs/faust.md):")
         for refusal in plan.refusals:
@@ -95,6 +100,13 @@ def _run(args: argparse.Namespace) -> int:
     _app(args.app)
     args.pipeline = args.app
     return run_up(args)
+
+
+def _schedule_of(schedule: Any) -> str:
+    seconds = getattr(schedule, "seconds", None)
+    if seconds is not None:
+        return f"every {seconds:g} s since the epoch"
+    return f"crontab {schedule.spec!r} in {schedule.timezone}"
 
 
 def _rows_of(table: Any) -> str:

@@ -12,6 +12,7 @@ Only this package imports faust; the engine never does. Its modules:
 * `reading`: the ``App`` read into a `plan.FaustPlan`, unsupported features refused by line;
 * `binding`: the app's producer and tables bound to the record being stepped;
 * `batching`: the sans-IO rule of ``stream.take``; `takes`: its buffer in keyed state;
+* `ticking`: the sans-IO rule of ``app.timer`` and ``app.crontab``; `timers`: their operator;
 * `operators`: the agent, take and group-by operators; `building`: the plan as a `Pipeline`.
 """
 
@@ -29,6 +30,7 @@ from sluicegate.faust_adapter.exceptions import (
 )
 from sluicegate.faust_adapter.plan import FaustPlan
 from sluicegate.faust_adapter.reading import read_app
+from sluicegate.faust_adapter.timers import scheduled_tick
 from sluicegate.operators.pipeline import Pipeline
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "build_pipeline",
     "pipeline_of",
     "read_app",
+    "scheduled_tick",
 ]
 
 

@@ -80,12 +80,13 @@ class AppBinding:
 
     @contextmanager
     def bound(
-        self, agent: str, state: PartitionState, event: Any = None
+        self, agent: str, state: PartitionState | None, event: Any = None
     ) -> Iterator[list[Outgoing]]:
         """Sends and table accesses of ``agent``'s current record: its outbox, and the state
         of its partition; ``event``, the record's faust event, is faust's current event
         meanwhile (windowed tables read its timestamp). Stale windows are deleted when the
-        record is done."""
+        record is done. A timer's firing is bound with no ``state``: its sends are captured,
+        a table access is an `AgentStepError`."""
         if self._outbox is not None:
             raise AgentStepError(agent, f"stepped while agent {self._agent} is mid-record")
         outbox: list[Outgoing] = []
@@ -93,8 +94,9 @@ class AppBinding:
         token = _current_event.set(weakref.ref(event) if event is not None else None)
         try:
             yield outbox
-            for window in self.windows:
-                window.expire(state)
+            if state is not None:
+                for window in self.windows:
+                    window.expire(state)
         finally:
             _current_event.reset(token)
             self._outbox, self._state, self._agent = None, None, "?"
@@ -102,7 +104,9 @@ class AppBinding:
     def send(self, topic: str, key: Any, value: Any, partition: Any, headers: Any) -> None:
         outbox = self._outbox
         if outbox is None:
-            raise AgentStepError("?", f"a send to {topic!r} outside a record (a timer or task?)")
+            raise AgentStepError(
+                "?", f"a send to {topic!r} outside an agent's record or a timer's tick (a task?)"
+            )
         if partition is not None:
             raise AgentStepError(self._agent, f"send to {topic!r} with partition={partition}: "
                                  "records go to the partition of their key")  # fmt: skip
@@ -116,9 +120,9 @@ class AppBinding:
     def state(self, table: str) -> PartitionState:
         if self._state is None:
             raise AgentStepError(
-                "?",
-                f"table {table!r} used outside a record (a timer, a "
-                "task or a web view?): tables are read and written by agents",
+                self._agent,
+                f"table {table!r} used outside an agent's record (in a timer, a task or a web "
+                "view?): tables are read and written by the agents that keep them",
             )
         return self._state
 

@@ -9,6 +9,9 @@
   ``sluicegate.<pipeline>.<faust's repartition topic name>``.
 * Tables are the keyed state of the operator whose records write them; so is the buffer of an
   agent that iterates ``stream.take(...)`` (operator `operators.TakeOperator`).
+* Each timer and crontab is an operator (`timers.TimerOperator`, uid the timer's name) of
+  parallelism 1 over the job's one-partition clock source ``sluicegate.<pipeline>.clock``,
+  which nothing writes: it keeps the timer's last tick and is woken at the next.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sluicegate.faust_adapter.operators import AgentOperator, GroupByOperator, TakeOperator
-from sluicegate.faust_adapter.plan import AgentPlan, FaustPlan
+from sluicegate.faust_adapter.plan import AgentPlan, FaustPlan, TimerPlan
+from sluicegate.faust_adapter.timers import TimerOperator
 from sluicegate.operators.contract import Operator
 from sluicegate.operators.pipeline import Pipeline
 
@@ -30,11 +34,12 @@ def build_pipeline(
 ) -> Pipeline:
     """The job of ``plan`` (refused first if it uses what sluicegate does not run); every
     operator at ``parallelism``, capped by its input's partitions; ``clock`` is the wall clock
-    that ``stream.take``'s ``within`` is measured by."""
+    that ``stream.take``'s ``within`` and the timers' ticks are measured by."""
     plan.check()
     reads = {a.body_input.name for a in plan.agents} | {a.source.name for a in plan.agents}
     writes = {t for a in plan.agents for t in (*a.sends, *a.sinks)}
     writes |= {a.repartition.topic.name for a in plan.agents if a.repartition is not None}
+    writes |= {t for timer in plan.timers for t in timer.sends}
     p = Pipeline(plan.pipeline)
     for topic in plan.topics:
         if topic.name in reads and topic.name in writes:
@@ -45,7 +50,18 @@ def build_pipeline(
             p.sink(topic.name, partitions=topic.partitions)
     for agent in plan.agents:
         _add_agent(p, plan, agent, parallelism, clock)
+    if plan.timers:
+        p.source(plan.clock_topic, partitions=1)
+    for timer in plan.timers:
+        _add_timer(p, plan, timer, clock)
     return p
+
+
+def _add_timer(p: Pipeline, plan: FaustPlan, timer: TimerPlan, clock: Callable[[], float]) -> None:
+    def make() -> Operator:
+        return TimerOperator(plan.app, timer, clock=clock)
+
+    p.operator(timer.uid, factory=make, inputs=plan.clock_topic, outputs=timer.sends)
 
 
 def _add_agent(

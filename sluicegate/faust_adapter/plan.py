@@ -4,13 +4,16 @@ run them, and what it refuses (value types only; `reading` builds them, `buildin
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 from sluicegate.faust_adapter.exceptions import UnsupportedFeatureError
+from sluicegate.faust_adapter.ticking import Schedule
 
 __all__ = [
-    "AgentPlan", "FaustPlan", "Refusal", "Repartition", "TablePlan", "Take", "TopicPlan",
+    "AgentPlan", "FaustPlan", "Refusal", "Repartition", "TablePlan", "Take", "TimerPlan",
+    "TopicPlan",
 ]  # fmt: skip
 
 
@@ -81,6 +84,27 @@ class AgentPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class TimerPlan:
+    """``@app.timer(interval)`` or ``@app.crontab(spec)`` (``kind``): the operator ``uid`` that
+    calls ``function`` (with the app when it takes an argument, as faust does) once per tick
+    of ``schedule`` (`ticking`), and the topics it may send to."""
+
+    name: str
+    uid: str
+    kind: str
+    function: Any
+    schedule: Schedule
+    sends: tuple[str, ...]
+    where: str
+
+    def call(self, app: Any) -> Any:
+        """The coroutine of one firing."""
+        return (
+            self.function(app) if inspect.signature(self.function).parameters else (self.function())
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TablePlan:
     """``app.Table(name, default=...)``: keyed state rows ``table/<name>/<key>``."""
 
@@ -99,6 +123,13 @@ class FaustPlan:
     topics: tuple[TopicPlan, ...]
     tables: tuple[TablePlan, ...]
     refusals: tuple[Refusal, ...]
+    timers: tuple[TimerPlan, ...] = ()
+
+    @property
+    def clock_topic(self) -> str:
+        """The one-partition source the timers' operators read: nothing is written to it; it
+        gives them a partition to keep their state in and to be woken on."""
+        return f"sluicegate.{self.pipeline}.clock"
 
     def topic(self, name: str) -> TopicPlan:
         return next(t for t in self.topics if t.name == name)

@@ -13,7 +13,11 @@ Nothing of faust is started: no worker, consumer, producer or web server. What i
    closed;
 4. ``app.tables``: ``app.Table(name, default=...)``, plain or windowed by ``.tumbling(...)``
    or ``.hopping(...)`` (no ``on_window_close``, no ``key_index=True``, no other window);
-5. timers, crontabs, tasks, services and web pages: refused.
+5. ``@app.timer(interval)`` and ``@app.crontab(spec)``: each function, its schedule (read from
+   the closure of faust's wrapper: ``interval_s``, or ``cron_format`` and ``timezone``) and
+   what it may send to, as for an agent; one that names a table is refused (a timer runs on no
+   partition of it);
+6. tasks, services and web pages: refused.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ import inspect
 import re
 import types
 from collections.abc import Iterable, Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from faust.agents.agent import Agent as FaustAgent
 from faust.models.fields import FieldDescriptor
+from faust.tables.base import Collection as FaustCollection
 from faust.tables.table import Table as FaustTable
+from faust.tables.wrappers import WindowWrapper
 from faust.topics import Topic as FaustTopic
 from faust.web.views import View as FaustView
 from faust.windows import HoppingWindow
@@ -42,6 +49,7 @@ from sluicegate.faust_adapter.plan import (
     Repartition,
     TablePlan,
     Take,
+    TimerPlan,
     TopicPlan,
 )
 from sluicegate.faust_adapter.stepping import (
@@ -52,6 +60,7 @@ from sluicegate.faust_adapter.stepping import (
     GroupByCall,
     TakeCall,
 )
+from sluicegate.faust_adapter.ticking import Cron, Interval, Schedule
 
 __all__ = ["read_app"]
 
@@ -81,10 +90,15 @@ def read_app(
         if (plan := _agent(app, agent, name, topics, refusals)) is not None
     ]
     tables = [t for table in app.tables.values() if (t := _table(table, scanned, refusals))]
-    refusals.extend(_tasks(app, scanned))
+    timers = [
+        timer
+        for task in getattr(app, "_app_tasks", ())
+        if (timer := _task(app, task, topics, refusals)) is not None
+    ]
+    refusals.extend(_services(app))
     refusals.extend(_pages(scanned))
     return FaustPlan(app, name, tuple(agents), tuple(topics.values()), tuple(tables),
-                     tuple(refusals))  # fmt: skip
+                     tuple(refusals), tuple(timers))  # fmt: skip
 
 
 # -- agents -----------------------------------------------------------------------------------
@@ -294,7 +308,7 @@ def _uid(agent_name: str) -> str:
     return uid[:100] or "agent"
 
 
-# -- tables, tasks, pages ---------------------------------------------------------------------
+# -- tables, timers, tasks, services, pages --------------------------------------------------------
 
 
 def _table(table: Any, modules: list[types.ModuleType], refusals: list[Refusal]) -> TablePlan:
@@ -314,14 +328,63 @@ def _table(table: Any, modules: list[types.ModuleType], refusals: list[Refusal])
     return TablePlan(table.name, table, where)
 
 
-def _tasks(app: Any, modules: list[types.ModuleType]) -> Iterator[Refusal]:
-    for task in getattr(app, "_app_tasks", ()):
-        inner = getattr(task, "__wrapped__", task)
-        kind = {"around_timer": "app.timer", "cron_starter": "app.crontab"}.get(
-            getattr(getattr(inner, "__code__", None), "co_name", ""), "app.task"
-        )
-        user = inspect.unwrap(task)
-        yield Refusal(f"{kind} {getattr(user, '__name__', '?')}", _where_function(user), _LATER)
+def _task(
+    app: Any, task: Any, topics: dict[str, TopicPlan], refusals: list[Refusal]
+) -> TimerPlan | None:
+    """The plan of a timer or crontab; a plain ``app.task`` is refused."""
+    starter = getattr(task, "__wrapped__", task)
+    user = inspect.unwrap(task)
+    where = _where_function(user)
+    kind = {"around_timer": "app.timer", "cron_starter": "app.crontab"}.get(
+        getattr(getattr(starter, "__code__", None), "co_name", ""), "app.task"
+    )
+    label = f"{kind} {getattr(user, '__name__', '?')}"
+    if kind == "app.task":
+        refusals.append(Refusal(label, where, _LATER))
+        return None
+    closed = _closure(starter)
+    try:
+        schedule: Schedule = (
+            Interval(float(closed["interval_s"])) if kind == "app.timer"
+            else Cron(str(closed["cron_format"]), closed["timezone"] or app.conf.timezone or UTC)
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        refusals.append(Refusal(f"{label} with a schedule sluicegate cannot read ({exc})", where))
+        return None
+    before = len(refusals)
+    sends: list[str] = []
+    for target in _referenced(user):
+        if isinstance(target, FaustCollection | WindowWrapper):
+            table = getattr(target, "table", target)
+            refusals.append(Refusal(f"table {table.name!r} used in {label}", where,
+                                    "a timer runs on no partition of a table: send to an "
+                                    "agent that keeps the table instead"))  # fmt: skip
+        elif (plan := _send_target(app, target, "send", where, refusals)) is not None:
+            _remember(topics, plan)
+            sends.append(plan.name)
+    if len(refusals) > before:
+        return None
+    name = str(closed.get("timer_name") or f"{user.__module__}.{user.__qualname__}")
+    # faust's names of functions defined in a function hold "<locals>"; its agents' do not.
+    uid = _uid(name.replace("<locals>.", ""))
+    return TimerPlan(name=name, uid=uid, kind=kind, function=user, schedule=schedule,
+                     sends=tuple(dict.fromkeys(sends)), where=where)  # fmt: skip
+
+
+def _closure(function: Any) -> dict[str, Any]:
+    """The variables ``function`` closes over, by name (empty cells left out)."""
+    code = getattr(function, "__code__", None)
+    cells = getattr(function, "__closure__", None) or ()
+    if code is None:
+        return {}
+    return {
+        name: cell.cell_contents
+        for name, cell in zip(code.co_freevars, cells, strict=True)
+        if _filled(cell)
+    }
+
+
+def _services(app: Any) -> Iterator[Refusal]:
     for service in getattr(app, "_extra_services", ()):
         yield Refusal(f"app.service {service.__name__}", _where_function(service), _LATER)
 

@@ -18,13 +18,13 @@ async def batches(stream: Any) -> None:
         print(value)
 
 
-@app.timer(interval=5.0)  # type: ignore[untyped-decorator] # line 21
+@app.timer(interval=5.0)  # type: ignore[untyped-decorator] # line 21: reads a table
 async def every_five_seconds() -> None:
-    pass
+    print(everywhere["x"])
 
 
-@app.crontab("0 * * * *")  # line 26
-async def hourly() -> None:
+@app.task  # type: ignore[untyped-decorator] # line 26
+async def on_start() -> None:
     pass
 
 
@@ -36,3 +36,8 @@ async def counts(web: Any, request: Any) -> Any:
 sliding = app.Table("sliding", default=int)  # line 36
 sliding.using_window(faust.windows.SlidingWindow(10, 10, 60))
 indexed = app.Table("indexed", default=int).tumbling(60.0, key_index=True)  # line 38
+
+
+@app.crontab("every hour")  # line 41: not a crontab
+async def hourly() -> None:
+    pass

@@ -115,11 +115,11 @@ async def test_a_send_to_a_topic_the_agent_does_not_name_fails_the_record() -> N
     assert run.sinks["out-u5"] == []
 
 
-async def test_tables_are_not_usable_outside_a_record() -> None:
+async def test_tables_are_not_usable_outside_an_agents_record() -> None:
     app = wordcount.make_app("u6")
     build_pipeline(read_app(app, modules=[wordcount])).operators[
         "tests.faust_apps.wordcount.count_words"
     ].factory()
     table = app.tables["word_counts"]
-    with pytest.raises(AgentStepError, match="outside a record"):
+    with pytest.raises(AgentStepError, match="used outside an agent"):
         table["x"] += 1

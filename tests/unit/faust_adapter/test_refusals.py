@@ -16,8 +16,13 @@ def test_every_unsupported_feature_is_listed_with_its_line() -> None:
         ("table 'per_minute' on_window_close", "11"),
         ("app.GlobalTable('everywhere')", "12"),
         ("stream.through", "17"),
-        ("app.timer every_five_seconds", "21"),
-        ("app.crontab hourly", "26"),
+        ("table 'everywhere' used in app.timer every_five_seconds", "21"),
+        ("app.task on_start", "26"),
+        (
+            "app.crontab hourly with a schedule sluicegate cannot read ('every hour' is not a "
+            "crontab schedule)",
+            "41",
+        ),
         ("app.page('/counts/')", "31"),
         ("table 'sliding' with a SlidingWindow", "36"),
         ("windowed table 'indexed' with key_index=True (keys(), items(), values())", "38"),
@@ -30,5 +35,12 @@ def test_building_the_pipeline_raises_the_first_and_names_the_others() -> None:
         pipeline_of(refused.app, modules=[refused])
     text = str(caught.value)
     assert "is not supported by sluicegate's faust adapter" in text
-    for feature in ("stream.through", "app.timer", "app.crontab", "app.page", "GlobalTable"):
+    for feature in (
+        "stream.through",
+        "app.timer",
+        "app.task",
+        "app.crontab",
+        "app.page",
+        "GlobalTable",
+    ):
         assert feature in text
