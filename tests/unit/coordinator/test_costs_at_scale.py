@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 
 from sluicegate.coordinator.assignment import plan_assignment
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
 from sluicegate.coordinator.checkpoints.tracker import CheckpointTracker, CommitManifest
 from sluicegate.coordinator.housekeeping import Housekeeping
 from sluicegate.coordinator.liveness import LivenessTracker
-from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.coordinator.running import Rebalance, Running, RunningAction
+from sluicegate.operators.protocol.messages import Assign, CheckpointAck
 from sluicegate.operators.storage import open_storage
 from sluicegate.operators.storage.manifest import (
     CheckpointManifest,
@@ -203,3 +205,37 @@ def test_retention_walks_each_manifest_once_not_every_retained_one_per_checkpoin
     # The new manifest's paths and whether it is full: once each; the code before walked
     # every retained manifest twice a checkpoint (12 walks here once 5 were retained).
     assert max(walks) <= 2, walks
+
+
+def test_the_rebalance_check_plans_again_only_when_the_live_workers_changed() -> None:
+    """After every completed checkpoint the coordinator asks whether the live workers call
+    for another placement; planning every subtask each time (the bug) cost thousands of
+    calls a checkpoint here, for an answer that changes only with the workers."""
+    n = 2000
+    subtasks = [f"op#{i}" for i in range(n)]
+    slots = {f"w{i:04d}": 10 for i in range(n // 10)}
+    tracker = CheckpointTracker(
+        subtasks=subtasks, next_checkpoint_id=1, attempt=1, interval_seconds=0,
+        min_pause_seconds=0, timeout_seconds=60,
+    )  # fmt: skip
+    assign = Assign(1, None, 1, plan_assignment(subtasks, slots))
+    running = Running(tracker, assign, StorageBackoff(), subtasks=subtasks)
+    handle = fake_state_handle("shared/x")
+
+    def completed(checkpoint: int, live: dict[str, int]) -> tuple[int, list[RunningAction]]:
+        assert running.tick(float(checkpoint))
+        for s in subtasks:
+            running.on_ack(CheckpointAck(s, checkpoint, 1, {}, handle))
+        manifest = CheckpointManifest.model_construct(checkpoint_id=checkpoint)
+        answers: list[RunningAction] = []
+        calls = calls_of(lambda: answers.extend(running.on_manifest_committed(manifest, 0.0, live)))
+        return calls, answers
+
+    first, answers = completed(1, slots)
+    assert not any(isinstance(a, Rebalance) for a in answers)
+    again, answers = completed(2, dict(slots))
+    assert not any(isinstance(a, Rebalance) for a in answers)
+    assert first > n  # it planned
+    assert again < 50, again  # it did not
+    _, answers = completed(3, {**slots, "w9999": 10})  # a worker joined: it plans, and moves
+    assert any(isinstance(a, Rebalance) for a in answers)
