@@ -56,13 +56,13 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Set as AbstractSet
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from sluicegate.coordinator.exceptions import UnreadableManifestError
-from sluicegate.coordinator.known_manifests import KnownManifests
+from sluicegate.coordinator.known_manifests import KnownManifests, manifest_paths
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.storage import NotFoundError, Storage
 from sluicegate.operators.storage.layout import (
@@ -129,6 +129,7 @@ def plan_retention(
     keep: int = DEFAULT_KEEP,
     *,
     pinned: Collection[int] = (),
+    paths: Callable[[CheckpointManifest], AbstractSet[str]] = manifest_paths,
 ) -> RetentionPlan:
     """Keep the newest ``keep`` completed checkpoints and those in ``pinned``; drop the rest.
 
@@ -136,7 +137,8 @@ def plan_retention(
     among the newest (a fallback past a corrupt one): its subtasks may still reuse its files.
     Files are reference-counted over the kept manifests: a file any kept manifest references is
     never deleted, whichever dropped manifests reference it too. Only files under ``shared/``
-    are deleted by this step; anything else a dropped manifest names is left alone.
+    are deleted by this step; anything else a dropped manifest names is left alone. ``paths``:
+    the storage paths a manifest names (`KnownManifests.paths` has them worked out already).
 
     Raises:
         ConfigError: ``keep`` < 1 (the newest completed checkpoint is always kept: it is what a
@@ -148,12 +150,14 @@ def plan_retention(
     ids = sorted(by_id)
     kept = set(ids[-keep:]) | (set(pinned) & by_id.keys())
     dropped = [n for n in ids if n not in kept]
-    referenced = {path for n in kept for path in _files_of(by_id[n])}
+    # Set operations over each manifest's paths, not a walk of every kept manifest's rows:
+    # this runs after every checkpoint, over ``keep`` manifests of a row per subtask.
+    referenced = set().union(*(paths(by_id[n]) for n in kept))
+    shared = f"{SHARED}/"
     doomed = {
         path
-        for n in dropped
-        for path in _files_of(by_id[n])
-        if path not in referenced and path.startswith(f"{SHARED}/")
+        for path in set().union(*(paths(by_id[n]) for n in dropped)) - referenced
+        if path.startswith(shared)
     }
     return RetentionPlan(tuple(sorted(kept)), tuple(dropped), tuple(sorted(doomed)))
 
@@ -184,10 +188,11 @@ async def apply_retention(
         UnreadableManifestError: a committed manifest cannot be read; nothing was deleted.
         StorageError: a storage call failed; what was deleted so far is safe to have deleted.
     """
-    manifests = await _load_manifests(storage, await ManifestStore(storage).completed(), known)
-    full = [n for n, m in manifests.items() if m.is_full]
+    store = known if known is not None else KnownManifests(storage)
+    manifests = await _load_manifests(store, await ManifestStore(storage).completed())
+    full = [n for n, m in manifests.items() if store.is_full(m)]
     pinned = (*pinned, *full[-1:])  # the newest full checkpoint depends on no shared file
-    plan = plan_retention(manifests.values(), keep, pinned=pinned)
+    plan = plan_retention(manifests.values(), keep, pinned=pinned, paths=store.paths)
     if not plan.delete_checkpoints:
         return plan
     for n in plan.delete_checkpoints:
@@ -236,8 +241,9 @@ async def audit(
         if n is not None:
             folders[n].append(path)
     committed = [n for n, paths in folders.items() if checkpoint_manifest(n) in paths]
-    manifests = await _load_manifests(storage, sorted(committed), known)
-    referenced = {path for m in manifests.values() for path in _files_of(m)}
+    store = known if known is not None else KnownManifests(storage)
+    manifests = await _load_manifests(store, sorted(committed))
+    referenced = set().union(*(store.paths(m) for m in manifests.values()))
     newest = max(manifests, default=None)
     unreferenced = tuple(sorted(p for p in shared if p not in referenced))
     stale = tuple(
@@ -291,8 +297,9 @@ async def delete_orphans(
     """
     wanted = sorted(set(paths))
     ids = await ManifestStore(storage).completed()
-    manifests = await _load_manifests(storage, ids, known)
-    referenced = {path for m in manifests.values() for path in _files_of(m)}
+    store = known if known is not None else KnownManifests(storage)
+    manifests = await _load_manifests(store, ids)
+    referenced = set().union(*(store.paths(m) for m in manifests.values()))
     newest = max(manifests, default=None)
     deleted: list[str] = []
     for path in wanted:
@@ -329,16 +336,11 @@ def _may_delete(path: str, newest: int | None) -> bool:
     return n is not None and newest is not None and n < newest
 
 
-def _files_of(manifest: CheckpointManifest) -> set[str]:
-    return {f.path for s in manifest.subtasks.values() for f in s.handle.all_files}
-
-
 async def _load_manifests(
-    storage: Storage, ids: Iterable[int], known: KnownManifests | None = None
+    store: KnownManifests, ids: Iterable[int]
 ) -> dict[int, CheckpointManifest]:
-    """Load the manifests of ``ids`` (those in ``known`` without reading them again); one
-    deleted meanwhile is skipped, one unreadable raises. ``known`` then forgets all others."""
-    store = known or KnownManifests(storage)
+    """Load the manifests of ``ids`` (those ``store`` holds without reading them again); one
+    deleted meanwhile is skipped, one unreadable raises. ``store`` then forgets all others."""
     ids = list(ids)
     manifests: dict[int, CheckpointManifest] = {}
     for n in ids:

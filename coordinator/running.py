@@ -176,6 +176,11 @@ class Running:
         self._backoff = backoff
         self._periodic = periodic
         self._stopping = False
+        self._balanced_for: dict[str, int] | None = None
+        """The live workers' slots the assignment was last found balanced for: `unbalanced`
+        depends only on them (the subtasks and the assignment are this attempt's), so it is
+        not planned again until they change (it planned every subtask after every
+        checkpoint)."""
 
     @property
     def assign(self) -> Assign:
@@ -246,10 +251,12 @@ class Running:
             CommitOffsets(manifest),
             ApplyRetention((restore_from,) if restore_from else ()),
         ]
-        if not self._stopping:
+        if not self._stopping and slots != self._balanced_for:
             plan = unbalanced(self._subtasks, slots, self._assign.assignment)
             if plan is not None:
                 actions.append(Rebalance(plan, dict(slots)))
+            else:
+                self._balanced_for = dict(slots)
         return actions
 
     def on_manifest_failed(

@@ -57,6 +57,7 @@ from sluicegate.coordinator.checkpoints.tracker import (
 )
 from sluicegate.coordinator.facts import CoordinatorFacts, StopFacts, WorkerFacts, checkpoint_facts
 from sluicegate.coordinator.fencing import Fence, placed_elsewhere, take_epoch
+from sluicegate.coordinator.heap import HeapFreezer
 from sluicegate.coordinator.housekeeping import Housekeeping
 from sluicegate.coordinator.incidents import Failure, RecentAbort
 from sluicegate.coordinator.job_state import JobEvent, JobState, JobStateMachine
@@ -176,6 +177,8 @@ class Coordinator:
             blob_gc_interval_s=self._settings.blob_gc_interval_seconds,
         )
         self._storage_backoff = StorageBackoff()
+        self._heap = HeapFreezer()
+        """What a checkpoint leaves alive is frozen out of full collections (`coordinator.heap`)."""
         self._placement = Placement(graph, self._subtasks, storage, self._manifests, self._settings)
         """Steps 1 and 2 of the module docstring: adoption, phase one, the plan."""
         self._stopping: StopSequence | None = None
@@ -449,6 +452,7 @@ class Coordinator:
                     await self._housekeeping.after_completed(
                         self._stats.completed, pinned=(*pinned, *self._savepoints.pinned())
                     )
+                    self._heap.after_checkpoint()
                 case Rebalance():
                     self._rebalance(action, now)
                 case MarkCorrupt(checkpoint_id=corrupt, reason=reason):

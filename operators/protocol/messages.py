@@ -21,16 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sluicegate.operators.protocol.channels import TopicPartition
 
@@ -84,6 +76,10 @@ class SnapshotFile(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
+def _is_empty(value: tuple[SnapshotFile, ...]) -> bool:
+    return not value
+
+
 class StateHandle(BaseModel):
     """Everything needed to restore one subtask's state from storage; part of the manifest."""
 
@@ -96,7 +92,9 @@ class StateHandle(BaseModel):
     for a database whose first materialization has not been uploaded)."""
     full_bytes: int = Field(ge=0)
     uploaded_bytes: int = Field(ge=0)
-    changelog: tuple[SnapshotFile, ...] = ()
+    # ``exclude_if``, not a wrap serializer on the model: that was a Python call building a
+    # dict per handle, in every manifest row and every ack written.
+    changelog: tuple[SnapshotFile, ...] = Field(default=(), exclude_if=_is_empty)
     """The state changelog's segments written since ``files``, replayed onto them in name
     order; empty without the changelog, and then left out of the JSON, so that a build
     without the changelog still reads the manifest."""
@@ -111,13 +109,6 @@ class StateHandle(BaseModel):
             if f.name.startswith("changelog-") and SEGMENT_NAME.match(f.name):
                 raise ValueError("a RocksDB file is named like a changelog segment")
         return self
-
-    @model_serializer(mode="wrap")
-    def _without_empty_changelog(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if not self.changelog and isinstance(data, dict):
-            data.pop("changelog", None)
-        return data
 
     @property
     def all_files(self) -> tuple[SnapshotFile, ...]:

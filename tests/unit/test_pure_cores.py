@@ -22,6 +22,7 @@ CORES = (
     "sluicegate.operators.protocol.records",
     "sluicegate.operators.protocol.messages",
     "sluicegate.operators.protocol.wire",
+    "sluicegate.operators.protocol.wire_schema",
     "sluicegate.operators.protocol.snapshot",
     "sluicegate.operators.savepoints.rows",
     "sluicegate.operators.savepoints.manifest",

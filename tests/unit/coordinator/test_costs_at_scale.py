@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, ValuesView
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -19,12 +19,18 @@ from typing import Any
 import pytest
 
 from sluicegate.coordinator.assignment import plan_assignment
+from sluicegate.coordinator.checkpoints.backoff import StorageBackoff
 from sluicegate.coordinator.checkpoints.tracker import CheckpointTracker, CommitManifest
 from sluicegate.coordinator.housekeeping import Housekeeping
 from sluicegate.coordinator.liveness import LivenessTracker
-from sluicegate.operators.protocol.messages import CheckpointAck
+from sluicegate.coordinator.running import Rebalance, Running, RunningAction
+from sluicegate.operators.protocol.messages import Assign, CheckpointAck
 from sluicegate.operators.storage import open_storage
-from sluicegate.operators.storage.manifest import CheckpointManifest, ManifestStore
+from sluicegate.operators.storage.manifest import (
+    CheckpointManifest,
+    ManifestStore,
+    SubtaskSnapshot,
+)
 from tests.helpers import fake_state_handle
 
 
@@ -154,3 +160,82 @@ def test_housekeeping_reads_no_manifest_it_committed_and_any_other_once() -> Non
         "checkpoints/1/_manifest.json",
         "checkpoints/2/_manifest.json",
     ]
+
+
+class Rows(dict[str, SubtaskSnapshot]):
+    """A manifest's rows, counting the walks over them (`Rows.walks`: calls of ``values``)."""
+
+    walks = 0
+
+    def values(self) -> ValuesView[SubtaskSnapshot]:  # type: ignore[override]
+        Rows.walks += 1
+        return super().values()
+
+
+def test_retention_walks_each_manifest_once_not_every_retained_one_per_checkpoint() -> None:
+    """Retention after every checkpoint reference-counts the files of every retained manifest:
+    walking their rows each time (the bug) cost ``keep`` walks of a row per subtask a
+    checkpoint; each manifest's paths are now worked out once (`KnownManifests.paths`)."""
+    storage = open_storage("memory://")
+    store = ManifestStore(storage)
+    keep = 5
+
+    def manifest(n: int) -> CheckpointManifest:
+        acks = [
+            CheckpointAck(f"op#{i}", n, 1, {}, fake_state_handle(f"shared/{i}-{n}", n))
+            for i in range(20)
+        ]
+        built = CheckpointManifest.from_acks("p", n, 1, acks)
+        return built.model_construct(**{**dict(built), "subtasks": Rows(built.subtasks)})
+
+    walks: list[int] = []
+
+    async def scenario() -> None:
+        housekeeping = Housekeeping(storage, keep=keep, audit_every=4, blob_gc_interval_s=None)
+        for n in range(1, 16):
+            m = manifest(n)
+            await store.commit(m)
+            housekeeping.committed(m)
+            Rows.walks = 0
+            await housekeeping.after_completed(n, pinned=())
+            walks.append(Rows.walks)
+        assert await store.completed() == list(range(11, 16))
+
+    asyncio.run(scenario())
+    # The new manifest's paths and whether it is full: once each; the code before walked
+    # every retained manifest twice a checkpoint (12 walks here once 5 were retained).
+    assert max(walks) <= 2, walks
+
+
+def test_the_rebalance_check_plans_again_only_when_the_live_workers_changed() -> None:
+    """After every completed checkpoint the coordinator asks whether the live workers call
+    for another placement; planning every subtask each time (the bug) cost thousands of
+    calls a checkpoint here, for an answer that changes only with the workers."""
+    n = 2000
+    subtasks = [f"op#{i}" for i in range(n)]
+    slots = {f"w{i:04d}": 10 for i in range(n // 10)}
+    tracker = CheckpointTracker(
+        subtasks=subtasks, next_checkpoint_id=1, attempt=1, interval_seconds=0,
+        min_pause_seconds=0, timeout_seconds=60,
+    )  # fmt: skip
+    assign = Assign(1, None, 1, plan_assignment(subtasks, slots))
+    running = Running(tracker, assign, StorageBackoff(), subtasks=subtasks)
+    handle = fake_state_handle("shared/x")
+
+    def completed(checkpoint: int, live: dict[str, int]) -> tuple[int, list[RunningAction]]:
+        assert running.tick(float(checkpoint))
+        for s in subtasks:
+            running.on_ack(CheckpointAck(s, checkpoint, 1, {}, handle))
+        manifest = CheckpointManifest.model_construct(checkpoint_id=checkpoint)
+        answers: list[RunningAction] = []
+        calls = calls_of(lambda: answers.extend(running.on_manifest_committed(manifest, 0.0, live)))
+        return calls, answers
+
+    first, answers = completed(1, slots)
+    assert not any(isinstance(a, Rebalance) for a in answers)
+    again, answers = completed(2, dict(slots))
+    assert not any(isinstance(a, Rebalance) for a in answers)
+    assert first > n  # it planned
+    assert again < 50, again  # it did not
+    _, answers = completed(3, {**slots, "w9999": 10})  # a worker joined: it plans, and moves
+    assert any(isinstance(a, Rebalance) for a in answers)
