@@ -330,7 +330,7 @@ def _may_delete(path: str, newest: int | None) -> bool:
 
 
 def _files_of(manifest: CheckpointManifest) -> set[str]:
-    return {f.path for s in manifest.subtasks.values() for f in s.handle.all_files}
+    return {p for s in manifest.subtasks.values() for f in s.handle.all_files for p in f.paths}
 
 
 async def _load_manifests(
