@@ -100,7 +100,7 @@ class SnapshotFile(BaseModel):
     path: str
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    parts: tuple[FilePart, ...] = ()
+    parts: tuple[FilePart, ...] = Field(default=(), max_length=1024)
     """Empty for a file stored whole, and then left out of the JSON (the form of every
     manifest written before parts existed, which this build still reads)."""
 

@@ -144,4 +144,8 @@ def test_a_file_in_parts_must_add_up() -> None:
         name="MANIFEST-1", path=part.path, size=6, sha256="b" * 64, parts=(part, part)
     )
     assert whole.paths == (part.path, part.path)
+    with pytest.raises(ValidationError):  # a hostile manifest's endless list of parts
+        SnapshotFile(
+            name="MANIFEST-1", path=part.path, size=3 * 2000, sha256="b" * 64, parts=(part,) * 2000
+        )
     assert SnapshotFile.model_validate_json(whole.model_dump_json()) == whole
