@@ -26,11 +26,10 @@ __all__ = ["KnownManifests", "manifest_paths"]
 
 
 def manifest_paths(manifest: CheckpointManifest) -> frozenset[str]:
-    """Every storage path ``manifest`` names: each subtask's files and changelog segments."""
-    subtasks = manifest.subtasks.values()
+    """Every storage path ``manifest`` names: each subtask's files and changelog segments, and
+    each part of a file stored in parts."""
     return frozenset(
-        [f.path for s in subtasks for f in s.handle.files]
-        + [f.path for s in subtasks for f in s.handle.changelog]
+        p for s in manifest.subtasks.values() for f in s.handle.all_files for p in f.paths
     )
 
 

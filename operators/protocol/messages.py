@@ -4,8 +4,9 @@ These are the protocol's wire and value types: no I/O library is imported here, 
 cores (the coordinator's checkpoint tracker, stop sequence, the subtask's alignment) can use
 them without loading Kafka, RocksDB or storage clients (a unit test checks the imports).
 
-* State: `SnapshotFile`, `StateHandle` (everything needed to restore one subtask's state; part
-  of the manifest), `RestorePoint` (where a subtask starts again).
+* State: `SnapshotFile` (stored whole or in `FilePart` parts), `StateHandle` (everything
+  needed to restore one subtask's state; part of the manifest), `RestorePoint` (where a
+  subtask starts again).
 * Subtask → coordinator: `CheckpointAck` (after the upload), `CheckpointDecline` (buffer over
   its bound), `SubtaskFailed` (the subtask stops with an error); a worker adds `Heartbeat`.
 * Coordinator → subtask: `TriggerCheckpoint` (sources take barrier n where they read now),
@@ -35,6 +36,7 @@ __all__ = [
     "CheckpointAck",
     "CheckpointCompleted",
     "CheckpointDecline",
+    "FilePart",
     "FromWorker",
     "Heartbeat",
     "RestorePoint",
@@ -62,8 +64,28 @@ SEGMENT_NAME = re.compile(r"^changelog-([0-9]{12})$")
 (`operators.state.changelog`)."""
 
 
+class FilePart(BaseModel):
+    """One stored object of a file kept in parts (`SnapshotFile.parts`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+def _no_parts(value: tuple[FilePart, ...]) -> bool:
+    return not value
+
+
 class SnapshotFile(BaseModel):
-    """One file of a subtask snapshot: its name in the RocksDB folder and where storage has it."""
+    """One file of a subtask snapshot: its name in the RocksDB folder and where storage has it.
+
+    A file is stored whole at ``path``, or, with ``parts``, as the concatenation of several
+    objects in order (RocksDB's MANIFEST: an earlier checkpoint's copy, then what was appended
+    to it since, so each checkpoint uploads only its own edits); ``path`` is then the first
+    part's. ``size`` and ``sha256`` are always those of the whole file.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,6 +96,25 @@ class SnapshotFile(BaseModel):
     path: str
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    # ``exclude_if`` rather than a wrap serializer, as for `StateHandle.changelog`: a manifest
+    # writes one per file of every subtask.
+    parts: tuple[FilePart, ...] = Field(default=(), max_length=1024, exclude_if=_no_parts)
+    """Empty for a file stored whole, and then left out of the JSON (the form of every
+    manifest written before parts existed, which this build still reads)."""
+
+    @model_validator(mode="after")
+    def _parts_add_up(self) -> SnapshotFile:
+        if self.parts:
+            if len(self.parts) < 2 or self.parts[0].path != self.path:
+                raise ValueError("a file in parts has two or more, the first at its path")
+            if sum(p.size for p in self.parts) != self.size:
+                raise ValueError("the sizes of a file's parts do not add up to its size")
+        return self
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every storage path this file is read from: ``path``, or each part's."""
+        return tuple(p.path for p in self.parts) if self.parts else (self.path,)
 
 
 def _is_empty(value: tuple[SnapshotFile, ...]) -> bool:

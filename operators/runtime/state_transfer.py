@@ -6,8 +6,10 @@ The asynchronous phase of a checkpoint (DESIGN.md, "Barrier protocol"):
    that checksum instead of hashing each file again, and refuses bytes sent that differ);
 2. upload every new SST file, content-addressed under ``shared/<sha256>`` (numbers in SST file
    names repeat after a restore, so storage never addresses them by name);
-3. then MANIFEST, CURRENT, OPTIONS and the rest, content-addressed the same way;
-   the files of each step go up concurrently (`UPLOAD_CONCURRENCY` at once);
+3. then MANIFEST, CURRENT, OPTIONS and the rest, content-addressed the same way (the MANIFEST
+   as the bytes appended since the previous checkpoint when it only grew:
+   :mod:`~operators.runtime.manifest_delta`); the files of each step go up concurrently
+   (`UPLOAD_CONCURRENCY` at once);
 4. return the `StateHandle` the subtask acks with: every file's local name, storage path, size
    and checksum, which is all a restore needs.
 
@@ -18,7 +20,7 @@ remembered as uploaded, so the next incremental checkpoint puts them in ``shared
 
 A restore prefers the subtask's own local copy of the checkpoint folder (hard links, no
 download) when it still matches the handle, and otherwise downloads every file, verifying size
-and checksum.
+and checksum (a file stored in parts is joined and checked whole).
 
 `SnapshotStore` is this for RocksDB's files; with the state changelog, a subtask uses
 :class:`~operators.runtime.changelog_snapshots.ChangelogSnapshots` instead, which shares the
@@ -38,6 +40,12 @@ from typing import Protocol
 
 from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
 from sluicegate.operators.runtime.exceptions import CorruptCheckpointError
+from sluicegate.operators.runtime.manifest_delta import (
+    ManifestDelta,
+    ManifestDeltas,
+    assemble,
+    put_delta,
+)
 from sluicegate.operators.state.local_checkpoint import (
     CheckpointFile,
     CheckpointInventory,
@@ -115,26 +123,35 @@ class SnapshotStore:
     """Moves one subtask's local checkpoints to and from `Storage`.
 
     ``uploaded`` remembers which SSTs of this database lifetime storage already holds, so
-    each checkpoint sends only the new ones.
+    each checkpoint sends only the new ones; `ManifestDeltas` how the last one stored the
+    MANIFEST (after a restore the first is stored whole).
     """
 
     def __init__(self, storage: Storage, *, uploaded: dict[SstKey, str] | None = None) -> None:
         self._storage = storage
         self.uploaded: dict[SstKey, str] = dict(uploaded or {})
+        self._manifests = ManifestDeltas()
 
     async def upload(self, local: LocalCheckpoint) -> UploadResult:
         """Run the asynchronous phase for ``local``; steps in the module docstring."""
         started = time.perf_counter()
-        inventory, full = await asyncio.gather(
-            asyncio.to_thread(local.inventory.with_checksums, local.directory),
+        (inventory, delta), full = await asyncio.gather(
+            asyncio.to_thread(self._checksum, local),
             self._storage.exists(full_checkpoint_marker(local.inventory.checkpoint_id)),
         )
         if full:
+            self._manifests.forget()
             return await upload_full(self._storage, local.directory, inventory, started)
-        files, sent = await put_shared(self._storage, local.directory, inventory)
+        files, sent = await put_shared(self._storage, local.directory, inventory, manifest=delta)
         self.uploaded.update(inventory.sst_checksums())
+        self._manifests.remember(files)
         handle = make_handle(inventory, files, uploaded_bytes=sent)
         return UploadResult(handle, time.perf_counter() - started)
+
+    def _checksum(self, local: LocalCheckpoint) -> tuple[CheckpointInventory, ManifestDelta | None]:
+        """Step 1, and the MANIFEST's delta if it only grew (blocking reads: in a thread)."""
+        inventory = local.inventory.with_checksums(local.directory)
+        return inventory, self._manifests.plan(local.directory, inventory.files)
 
     async def take(
         self, store: RocksDBStateStore, checkpoint_id: int, root: Path
@@ -159,19 +176,34 @@ class SnapshotStore:
 
 
 async def put_shared(
-    storage: Storage, directory: Path, inventory: CheckpointInventory
+    storage: Storage,
+    directory: Path,
+    inventory: CheckpointInventory,
+    *,
+    manifest: ManifestDelta | None = None,
 ) -> tuple[list[SnapshotFile], int]:
     """Put the RocksDB checkpoint ``inventory`` (checksummed) under ``shared/``: its new SSTs,
-    then MANIFEST, CURRENT, OPTIONS and the rest (steps 2-3 of the module docstring). Returns
-    every file as stored, and the bytes sent."""
+    then MANIFEST (as ``manifest``'s delta when given), CURRENT, OPTIONS and the rest (steps
+    2-3 of the module docstring). Returns every file as stored, and the bytes sent."""
     ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
     rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
+    if manifest is not None:
+        rest = [f for f in rest if f.name != manifest.name]
     new_names = {f.name for f in (*ssts, *rest)}
-    uploads = [
-        *await put_all(storage, SHARED, directory, ssts),
-        *await put_all(storage, SHARED, directory, rest),  # after the SSTs
-    ]
+    uploads = await put_all(storage, SHARED, directory, ssts)
+    sent = sum(result.uploaded_bytes for _, result in uploads)
     files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
+    if manifest is not None:  # after the SSTs, beside the rest
+        new_names.add(manifest.name)
+        (parted, delta_bytes), rest_uploads = await asyncio.gather(
+            put_delta(storage, manifest), put_all(storage, SHARED, directory, rest)
+        )
+        files.append(parted)
+        sent += delta_bytes
+    else:
+        rest_uploads = await put_all(storage, SHARED, directory, rest)  # after the SSTs
+    sent += sum(result.uploaded_bytes for _, result in rest_uploads)
+    files += [_snapshot_file(entry.name, result.file) for entry, result in rest_uploads]
     for entry in inventory.files:
         if entry.name not in new_names:
             assert entry.sha256 is not None  # known SSTs come with their checksum
@@ -183,7 +215,7 @@ async def put_shared(
                     sha256=entry.sha256,
                 )
             )
-    return files, sum(result.uploaded_bytes for _, result in uploads)
+    return files, sent
 
 
 async def upload_full(
@@ -228,9 +260,12 @@ async def fetch(storage: Storage, handle: StateHandle, local_root: Path) -> Path
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for entry in handle.all_files:
-        stored = StoredFile(entry.path, entry.size, entry.sha256)
         local_file = _inside(target, entry, handle.checkpoint_id)
-        await storage.download_verified(stored, local_file)
+        if entry.parts:
+            await assemble(storage, entry, local_file)
+        else:
+            stored = StoredFile(entry.path, entry.size, entry.sha256)
+            await storage.download_verified(stored, local_file)
     logger.info("downloaded checkpoint %s (%s files)", handle.checkpoint_id, len(handle.all_files))
     return target
 

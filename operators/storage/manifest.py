@@ -171,7 +171,7 @@ class CheckpointManifest(BaseModel):
         prefix, seen = f"{CHECKPOINTS}/", False
         for snapshot in self.subtasks.values():
             for f in snapshot.handle.all_files:
-                if not f.path.startswith(prefix):
+                if not all(p.startswith(prefix) for p in f.paths):
                     return False
                 seen = True
         return seen

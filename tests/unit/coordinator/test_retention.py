@@ -21,7 +21,7 @@ from sluicegate.coordinator.retention import (
     plan_retention,
 )
 from sluicegate.operators.exceptions import ConfigError
-from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
+from sluicegate.operators.protocol.messages import FilePart, SnapshotFile, StateHandle
 from sluicegate.operators.storage import (
     Storage,
     StorageUnavailableError,
@@ -179,6 +179,30 @@ def test_changelog_segments_are_reference_counted_like_files() -> None:
     manifests = [with_segments(1, [1]), with_segments(2, [1, 2]), with_segments(3, [2, 3])]
     plan = plan_retention(manifests, keep=1)
     assert plan.delete_files == (path(1),)
+
+
+def test_every_part_of_a_file_in_parts_is_reference_counted() -> None:
+    """A MANIFEST stored as an earlier copy plus deltas: a kept checkpoint naming the first
+    part only through ``parts`` keeps it."""
+
+    def with_manifest(n: int, numbers: list[int]) -> CheckpointManifest:
+        plain = manifest(n, {"a#0": []})
+        parts = tuple(FilePart(path=path(i), size=size_of(i), sha256=sha(i)) for i in numbers)
+        whole = SnapshotFile(
+            name="MANIFEST-000005",
+            path=parts[0].path,
+            size=sum(p.size for p in parts),
+            sha256=sha(99),
+            parts=parts,
+        )
+        snapshot = plain.subtasks["a#0"]
+        handle = snapshot.handle.model_copy(update={"files": (whole,)})
+        subtasks = {"a#0": snapshot.model_copy(update={"handle": handle})}
+        return plain.model_copy(update={"subtasks": subtasks})
+
+    manifests = [with_manifest(1, [1, 2]), with_manifest(2, [1, 2, 3]), with_manifest(3, [4, 5])]
+    assert plan_retention(manifests, keep=2).delete_files == ()
+    assert plan_retention(manifests, keep=1).delete_files == (path(1), path(2), path(3))
 
 
 def test_plan_with_fewer_checkpoints_than_keep_deletes_nothing() -> None:
