@@ -185,25 +185,18 @@ async def put_shared(
     """Put the RocksDB checkpoint ``inventory`` (checksummed) under ``shared/``: its new SSTs,
     then MANIFEST (as ``manifest``'s delta when given), CURRENT, OPTIONS and the rest (steps
     2-3 of the module docstring). Returns every file as stored, and the bytes sent."""
+    parted = manifest.name if manifest is not None else None
     ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
-    rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST]
-    if manifest is not None:
-        rest = [f for f in rest if f.name != manifest.name]
-    new_names = {f.name for f in (*ssts, *rest)}
+    rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST and f.name != parted]
     uploads = await put_all(storage, SHARED, directory, ssts)
-    sent = sum(result.uploaded_bytes for _, result in uploads)
+    later, (delta, delta_bytes) = await asyncio.gather(  # after the SSTs
+        put_all(storage, SHARED, directory, rest), _put_manifest(storage, manifest)
+    )
+    uploads += later
     files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
-    if manifest is not None:  # after the SSTs, beside the rest
-        new_names.add(manifest.name)
-        (parted, delta_bytes), rest_uploads = await asyncio.gather(
-            put_delta(storage, manifest), put_all(storage, SHARED, directory, rest)
-        )
-        files.append(parted)
-        sent += delta_bytes
-    else:
-        rest_uploads = await put_all(storage, SHARED, directory, rest)  # after the SSTs
-    sent += sum(result.uploaded_bytes for _, result in rest_uploads)
-    files += [_snapshot_file(entry.name, result.file) for entry, result in rest_uploads]
+    files += [delta] if delta is not None else []
+    sent = delta_bytes + sum(result.uploaded_bytes for _, result in uploads)
+    new_names = {f.name for f in files}
     for entry in inventory.files:
         if entry.name not in new_names:
             assert entry.sha256 is not None  # known SSTs come with their checksum
@@ -216,6 +209,13 @@ async def put_shared(
                 )
             )
     return files, sent
+
+
+async def _put_manifest(
+    storage: Storage, manifest: ManifestDelta | None
+) -> tuple[SnapshotFile | None, int]:
+    """`put_delta` of ``manifest``, if there is one."""
+    return await put_delta(storage, manifest) if manifest is not None else (None, 0)
 
 
 async def upload_full(

@@ -35,7 +35,7 @@ from sluicegate.faust_adapter.exceptions import AgentStepError
 from sluicegate.faust_adapter.windows import WindowIndex
 from sluicegate.operators.state.store import PartitionState
 
-__all__ = ["AppBinding", "CapturingProducer", "Outgoing", "TableRows"]
+__all__ = ["AppBinding", "CapturingProducer", "Outgoing", "TableRows", "check_sends"]
 
 TABLE_PREFIX = b"faust-table/"
 """Keyed-state rows of table ``t``: ``faust-table/<t>/<key as faust's store encodes it>``."""
@@ -125,6 +125,19 @@ class AppBinding:
                 "view?): tables are read and written by the agents that keep them",
             )
         return self._state
+
+
+def check_sends(name: str, outbox: list[Outgoing], allowed: frozenset[str], kind: str) -> None:
+    """Raise `AgentStepError` if ``name`` (an agent or timer, ``kind``) sent to a topic that is
+    not among ``allowed``: the pipeline is declared from the topics its code names."""
+    for out in outbox:
+        if out.topic not in allowed:
+            raise AgentStepError(
+                name,
+                f"sent to {out.topic!r}, which sluicegate did not find among the topics and "
+                f"agents its code names (a topic made inside the {kind}?): name it at module "
+                "level",
+            )
 
 
 def _as_bytes(data: Any) -> bytes | None:

@@ -40,7 +40,7 @@ from faust.models.fields import FieldDescriptor
 from faust.types.tuples import Message
 
 from sluicegate.faust_adapter.batching import TakeRule, Verdict
-from sluicegate.faust_adapter.binding import AppBinding
+from sluicegate.faust_adapter.binding import AppBinding, check_sends
 from sluicegate.faust_adapter.exceptions import AgentStepError
 from sluicegate.faust_adapter.plan import AgentPlan, Repartition, Take, TopicPlan
 from sluicegate.faust_adapter.stepping import AgentStepper, Arrival, Batch, Failed, run_now
@@ -105,14 +105,7 @@ class AgentOperator(Operator):
                     run_now(self._agent.name, sink.send(value=reply))
         if isinstance(step, Failed):
             raise step.error
-        for out in outbox:
-            if out.topic not in self._outputs:
-                raise AgentStepError(
-                    self._agent.name,
-                    f"sent to {out.topic!r}, which sluicegate did not find among the topics "
-                    "and agents its code names (a topic made inside the agent?): name it at "
-                    "module level",
-                )
+        check_sends(self._agent.name, outbox, self._outputs, "agent")
         for out in outbox:
             ctx.emit(out.topic, out.value, key=out.key)
 

@@ -4,7 +4,6 @@ run them, and what it refuses (value types only; `reading` builds them, `buildin
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,12 +95,12 @@ class TimerPlan:
     schedule: Schedule
     sends: tuple[str, ...]
     where: str
+    takes_app: bool = False
+    """Whether ``function`` takes an argument (faust then passes the app)."""
 
     def call(self, app: Any) -> Any:
         """The coroutine of one firing."""
-        return (
-            self.function(app) if inspect.signature(self.function).parameters else (self.function())
-        )
+        return self.function(app) if self.takes_app else self.function()
 
 
 @dataclass(frozen=True, slots=True)

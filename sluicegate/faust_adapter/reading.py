@@ -368,7 +368,8 @@ def _task(
     # faust's names of functions defined in a function hold "<locals>"; its agents' do not.
     uid = _uid(name.replace("<locals>.", ""))
     return TimerPlan(name=name, uid=uid, kind=kind, function=user, schedule=schedule,
-                     sends=tuple(dict.fromkeys(sends)), where=where)  # fmt: skip
+                     sends=tuple(dict.fromkeys(sends)), where=where,
+                     takes_app=bool(inspect.signature(user).parameters))  # fmt: skip
 
 
 def _closure(function: Any) -> dict[str, Any]:

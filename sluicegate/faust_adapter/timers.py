@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from sluicegate.faust_adapter.binding import AppBinding
+from sluicegate.faust_adapter.binding import AppBinding, check_sends
 from sluicegate.faust_adapter.exceptions import AgentStepError
 from sluicegate.faust_adapter.plan import TimerPlan
 from sluicegate.faust_adapter.stepping import run_now
@@ -119,14 +119,7 @@ class TimerOperator(Operator):
         try:
             with _ticking(tick), self._binding.bound(name, None) as outbox:
                 run_now(name, self._timer.call(self._app))
-            for out in outbox:
-                if out.topic not in self._outputs:
-                    raise AgentStepError(
-                        name,
-                        f"sent to {out.topic!r}, which sluicegate did not find among the topics "
-                        "and agents its code names (a topic made inside the timer?): name it "
-                        "at module level",
-                    )
+            check_sends(name, outbox, self._outputs, "timer")
         except Exception as exc:
             self._failed += 1
             logger.error(
