@@ -1,6 +1,7 @@
 """Runs parked waiting for approval: what they cost a checkpoint, memory and a recovery.
 
-    uv run python -m bench.parked_runs [--parked 100,10000,100000] [--rounds 5] [--active 20]
+    uv run python -m bench.parked_runs [--parked 100,10000,100000] [--memory-keys 100,1000000]
+                                       [--rounds 5] [--active 20]
 
 One agent operator's state per size (real RocksDB, real snapshots uploaded to local storage in
 a temporary folder, as `bench.checkpoint_cost` drives them, no broker): ``--parked`` runs
@@ -15,6 +16,13 @@ uploaded (incremental: the files storage lacks); the full first checkpoint and t
 it (the bulk load's compaction) are not measured. Printed per size: the checkpoint's duration
 (sync + upload) and uploaded bytes, medians over the rounds, and the per-round ratio against
 the smallest size.
+
+Idle memory: the agent has memory per customer (`Memory`, a summary of each answer), and each
+state also holds ``--memory-keys`` keys of memory nobody touches (3 entries each, copies of one
+key's rows written by `MemoryRows.append`). The parked sizes hold the first count (100 by
+default); each further count is one more size with the fewest parked runs, so 1,000,000 idle
+keys are compared with 100 as 100,000 parked runs are with 100. The active runs remember under
+20 keys of their own, the same on every size.
 
 Memory: a new operator is opened over each state (what a restore does), and the memory its
 own structures keep afterwards (``tracemalloc``, traced bytes still held once `open` returned,
@@ -45,6 +53,8 @@ from bench.stats import paired_ratios, spread
 from bench.table import record, report_table
 from sluicegate.agents.declaration import Agent, AgentTopics
 from sluicegate.agents.journal import InMemoryJournal
+from sluicegate.agents.memory.config import Memory
+from sluicegate.agents.memory.rows import MemoryRows, NewEntry
 from sluicegate.agents.messages import ApprovalDecision, TaskRequest
 from sluicegate.agents.models import ScriptedModel
 from sluicegate.agents.models.contract import ChatMessage, ToolCall
@@ -60,6 +70,9 @@ BENCH = "parked_runs"
 TOPICS = AgentTopics.named("desk")
 TEMPLATE = "run-0000000"
 """The run driven to its approval; every parked run is a copy under an id of the same length."""
+IDLE_KEY = "idle-0000000"
+"""The memory key written by `MemoryRows`; every idle key is a copy under a key of its length."""
+IDLE_ENTRIES = 3
 
 
 # -- the agent and its operator over a real state store --------------------------------------
@@ -81,7 +94,8 @@ def _policy(messages: Sequence[ChatMessage]) -> ChatMessage:
 
 
 def operator(registry: CollectorRegistry | None = None) -> AgentOperator:
-    agent = Agent("desk", ScriptedModel(_policy), [refund], "Settle refunds.")
+    memory = Memory(key="customer", summary=True)
+    agent = Agent("desk", ScriptedModel(_policy), [refund], "Settle refunds.", memory=memory)
     return AgentOperator(
         agent, TOPICS, pipeline="parked", journal=InMemoryJournal(),
         registry=registry or CollectorRegistry(),
@@ -161,9 +175,12 @@ def status_of(sub: Subtask, run_id: str) -> RunStatus:
     return RunState.decode(raw).status
 
 
-async def park(op: AgentOperator, sub: Subtask, run_id: str) -> None:
-    """Start ``run_id`` and drive it until it waits for approval."""
-    task = TaskRequest(run_id=run_id, goal="refund order A-1042, 19.50")
+async def park(op: AgentOperator, sub: Subtask, run_id: str, customer: str = "c-0") -> None:
+    """Start ``run_id`` (remembering under ``customer``) and drive it until it waits for
+    approval."""
+    task = TaskRequest(
+        run_id=run_id, goal="refund order A-1042, 19.50", metadata={"customer": customer}
+    )
     await send(op, sub, TOPICS.tasks, run_id, task.model_dump_json().encode())
     await drain(op, sub)
     assert status_of(sub, run_id) is RunStatus.WAITING_APPROVAL
@@ -174,9 +191,9 @@ async def approve(op: AgentOperator, sub: Subtask, run_id: str) -> None:
     await send(op, sub, TOPICS.approvals, run_id, decision.model_dump_json().encode())
 
 
-async def finish(op: AgentOperator, sub: Subtask, run_id: str) -> None:
+async def finish(op: AgentOperator, sub: Subtask, run_id: str, customer: str) -> None:
     """Start ``run_id``, let it park, approve it, and drive it to its answer."""
-    await park(op, sub, run_id)
+    await park(op, sub, run_id, customer)
     await approve(op, sub, run_id)
     await drain(op, sub)
     assert status_of(sub, run_id) is RunStatus.DONE
@@ -206,12 +223,39 @@ def copy_parked(sub: Subtask, rows: list[tuple[bytes, bytes]], parked: int) -> i
     return written
 
 
+def copy_memory(sub: Subtask, keys: int) -> int:
+    """``keys`` idle memory keys of `IDLE_ENTRIES` entries each; the bytes written."""
+    state = sub.store.partition(TOPICS.tasks, 0)
+    rows = MemoryRows(state)
+    for n in range(IDLE_ENTRIES):
+        text = f"customer asked about order A-{n:04d} twice; refunded 12.50 EUR on {n + 1} May"
+        entry = NewEntry(IDLE_KEY, "note", text, f"{TEMPLATE}", n + 1, f"{TEMPLATE}/{n + 1}/0")
+        rows.append(entry, now=1.0e9 + n, ttl_s=None)
+    sub.store.flush_batch()
+    old_hex, old = IDLE_KEY.encode().hex().encode(), IDLE_KEY.encode()
+    template = [(k, v) for k, v in state.items() if old_hex in k]
+    assert len(template) == IDLE_ENTRIES + 1, template
+    written = 0
+    for i in range(1, keys):
+        new = b"idle-%07d" % i
+        new_hex = new.hex().encode()
+        for key, value in template:
+            k, v = key.replace(old_hex, new_hex), value.replace(old, new)
+            state.put(k, v)
+            written += len(k) + len(v)
+        if i % 20_000 == 0:
+            sub.store.flush_batch()
+    sub.store.flush_batch()
+    return written + sum(len(k) + len(v) for k, v in template)
+
+
 # -- measuring ---------------------------------------------------------------------------------
 
 
 @dataclass
 class Size:
     parked: int
+    memory_keys: int
     root: Path
     sub: Subtask
     op: AgentOperator
@@ -226,7 +270,7 @@ class Size:
     active: int = 0
 
 
-async def build(parked: int, root: Path) -> Size:
+async def build(parked: int, memory_keys: int, root: Path) -> Size:
     store = RocksDBStateStore.open(root / "db")
     storage = open_storage(root / "storage")
     sub = Subtask(store, storage)
@@ -234,9 +278,10 @@ async def build(parked: int, root: Path) -> Size:
     await op.open(sub)
     await park(op, sub, TEMPLATE)
     rows = template_rows(sub)
-    size = Size(parked, root, sub, op, SnapshotStore(storage))
+    size = Size(parked, memory_keys, root, sub, op, SnapshotStore(storage))
     size.template_bytes = sum(len(k) + len(v) for k, v in rows)
     size.state_bytes = size.template_bytes + copy_parked(sub, rows, parked)
+    size.state_bytes += copy_memory(sub, memory_keys)
     await take(size)  # the first, full checkpoint: not measured
     # Nor the next: it uploads what compaction makes of the bulk load of the parked runs
     # (7.9 MB at 100,000), a one-off of writing them all at once here.
@@ -263,7 +308,8 @@ async def round_of(size: Size, active: int) -> None:
     """``active`` runs make progress to their answers, then a checkpoint is measured."""
     for _ in range(active):
         size.active += 1
-        await finish(size.op, size.sub, f"act-{size.active:07d}")
+        customer = f"c-{size.active % 20}"
+        await finish(size.op, size.sub, f"act-{size.active:07d}", customer)
     seconds, sync_s, uploaded = await take(size)
     size.seconds.append(seconds)
     size.sync_seconds.append(sync_s)
@@ -275,9 +321,9 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * 4096
 
 
-async def memory_per_parked(size: Size) -> tuple[float, float, int]:
+async def memory_kept(size: Size) -> tuple[int, int, int]:
     """A new operator opened over ``size``'s state, as a restore opens it: (traced bytes it
-    keeps per parked run, RSS growth per parked run, runs it keeps decoded)."""
+    keeps, RSS growth, runs it keeps decoded)."""
     rss = _rss_bytes()
     untraced = operator()
     await untraced.open(size.sub)  # RSS without tracemalloc's own bookkeeping
@@ -291,12 +337,32 @@ async def memory_per_parked(size: Size) -> tuple[float, float, int]:
     decoded = len(op._runs)  # the cache: the runs it keeps decoded
     for opened in (untraced, op):
         await opened.close()
-    return kept / size.parked, grown / size.parked, decoded
+    return kept, grown, decoded
 
 
-async def recovery(size: Size) -> tuple[float, float, float]:
-    """Restore of ``size``'s last checkpoint and the first step of a woken parked run:
-    (fetch and open seconds, operator open seconds, approval to its step saved seconds)."""
+@dataclass(frozen=True)
+class Recovery:
+    restore_s: float
+    """Fetch the checkpoint into an empty folder and open it."""
+    open_s: float
+    """The operator's `open`."""
+    step_s: float
+    """A parked run approved, to its tool call made and saved."""
+
+    @property
+    def total_s(self) -> float:
+        return self.restore_s + self.open_s + self.step_s
+
+    def said(self, what: str) -> str:
+        return (
+            f"Recovery at {what}: fetch and open the checkpoint {self.restore_s:.2f} s, the "
+            f"operator's open {self.open_s:.2f} s, approval to the woken run's step saved "
+            f"{self.step_s * 1000:.1f} ms; {self.total_s:.2f} s in all."
+        )
+
+
+async def recovery(size: Size) -> Recovery:
+    """Restore of ``size``'s last checkpoint and the first step of a woken parked run."""
     into = size.root / f"restore-{size.checkpoint}"
     started = time.perf_counter()
     folder = await fetch(size.sub.storage, size.handle, into / "files")
@@ -314,55 +380,72 @@ async def recovery(size: Size) -> tuple[float, float, float]:
         stepped = time.perf_counter()
     finally:
         store.close()
-    return restored - started, opened - restored, stepped - opened
+    return Recovery(restored - started, opened - restored, stepped - opened)
 
 
-async def bench(sizes: list[int], rounds: int, active: int, root: Path) -> None:
+def shapes(parked: list[int], memory_keys: list[int]) -> list[tuple[int, int]]:
+    """The sizes measured: every parked count with the fewest idle memory keys, then every
+    further memory count with the fewest parked runs."""
+    return [(p, memory_keys[0]) for p in parked] + [(parked[0], m) for m in memory_keys[1:]]
+
+
+async def bench(sizes: list[tuple[int, int]], rounds: int, active: int, root: Path) -> None:
     built = []
-    for parked in sizes:
+    for parked, memory_keys in sizes:
         started = time.perf_counter()
-        built.append(await build(parked, root / f"parked-{parked}"))
-        print(f"{parked:,} parked runs written in {time.perf_counter() - started:.1f} s",
-              flush=True)  # fmt: skip
+        built.append(await build(parked, memory_keys, root / f"parked-{parked}-{memory_keys}"))
+        print(f"{parked:,} parked runs and {memory_keys:,} idle memory keys written in "
+              f"{time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
     for _ in range(rounds):
         for size in built:
             await round_of(size, active)
     base = built[0]
     rows = []
     for size in built:
-        memory = await memory_per_parked(size)
+        idle_memory = size.memory_keys > base.memory_keys
+        kept, grown, decoded = await memory_kept(size)
+        items = size.memory_keys if idle_memory else size.parked
+        memory = (kept / items, grown / items, decoded)
         ratio = paired_ratios([[s] for s in size.seconds], [[s] for s in base.seconds])
         bytes_ratio = [u / b for u, b in zip(size.uploaded, base.uploaded, strict=True)]
         low, high = spread(ratio)
         blow, bhigh = spread(bytes_ratio)
         rows.append((
             f"{size.parked:,}",
+            f"{size.memory_keys:,}",
             f"{size.state_bytes / 1e6:.1f}",
             f"{median(size.sync_seconds) * 1000:.1f}",
             f"{median(size.seconds) * 1000:.1f}",
             f"{median(ratio):.2f}x ({low:.2f}-{high:.2f})",
             f"{median(size.uploaded) / 1e3:.1f}",
             f"{median(bytes_ratio):.2f}x ({blow:.2f}-{bhigh:.2f})",
-            f"{memory[0]:.0f}",
-            f"{memory[1]:.0f}",
+            f"{memory[0]:.0f}" + (" a key" if idle_memory else ""),
+            f"{memory[1]:.0f}" + (" a key" if idle_memory else ""),
             str(memory[2]),
         ))  # fmt: skip
-        record(BENCH, "size", parked=size.parked, seconds=size.seconds,
-               uploaded=size.uploaded, kept_per_run=memory[0], rss_per_run=memory[1])  # fmt: skip
-    restore_s, open_s, step_s = await recovery(built[-1])
-    record(BENCH, "recovery", parked=built[-1].parked, restore_s=restore_s, open_s=open_s,
-           step_s=step_s)  # fmt: skip
+        record(BENCH, "size", parked=size.parked, memory_keys=size.memory_keys,
+               seconds=size.seconds, uploaded=size.uploaded, kept_per_run=memory[0],
+               rss_per_run=memory[1], kept_bytes=kept, rss_bytes=grown)  # fmt: skip
+    most_parked = max(built, key=lambda s: (s.parked, -s.memory_keys))
+    most_memory = max(built, key=lambda s: (s.memory_keys, -s.parked))
+    recoveries = [(most_parked, await recovery(most_parked))]
+    if most_memory.memory_keys > base.memory_keys:
+        recoveries.append((most_memory, await recovery(most_memory)))
+    for size, found in recoveries:
+        record(BENCH, "recovery", parked=size.parked, memory_keys=size.memory_keys,
+               restore_s=found.restore_s, open_s=found.open_s, step_s=found.step_s)  # fmt: skip
     report_table(
         BENCH,
-        "Runs parked for approval: checkpoint cost and memory vs parked runs",
+        "Runs parked for approval and idle memory: checkpoint cost and memory vs idle items",
         (
             "parked runs",
+            "idle memory keys",
             "state MB",
             "sync ms",
             "checkpoint ms",
-            f"vs {base.parked:,} (rounds)",
+            "vs smallest (rounds)",
             "uploaded KB",
-            f"bytes vs {base.parked:,}",
+            "bytes vs smallest",
             "kept B a run",
             "RSS B a run",
             "decoded kept",
@@ -370,17 +453,19 @@ async def bench(sizes: list[int], rounds: int, active: int, root: Path) -> None:
         rows,
         [
             f"{rounds} paired rounds; each round {active} other runs go from task to answer "
-            "(approval included) through the operator, then a checkpoint (sync part + "
-            "incremental upload) is timed; medians. 'kept B a run': what a newly opened "
-            "operator keeps (tracemalloc) per parked run; 'RSS B a run': the process's RSS "
-            "growth over another open (no tracemalloc), per parked run; one parked run is "
-            f"{base.template_bytes} bytes of state. Targets: checkpoint and bytes within 10% "
-            "of the smallest, <= 2 KB a parked run.",
-            f"Recovery at {built[-1].parked:,} parked runs: fetch and open the checkpoint "
-            f"{restore_s:.2f} s, the operator's open {open_s:.2f} s, approval to the woken "
-            f"run's step saved {step_s * 1000:.1f} ms; {restore_s + open_s + step_s:.2f} s in "
-            "all (target: <= 5 s from SIGKILL; a worker's start and the broker are not in "
-            "this figure).",
+            "(approval included, remembering a summary) through the operator, then a "
+            "checkpoint (sync part + incremental upload) is timed; medians. 'kept B a run': "
+            "what a newly opened operator keeps (tracemalloc) per parked run (per idle key on "
+            "the rows marked so); 'RSS B a run': the process's RSS growth over another open "
+            "(no tracemalloc), likewise; one parked run is "
+            f"{base.template_bytes} bytes of state, an idle key {IDLE_ENTRIES} entries. "
+            "Targets: checkpoint and bytes within 10% of the smallest, <= 2 KB a parked run.",
+            *(
+                found.said(f"{s.parked:,} parked runs and {s.memory_keys:,} idle memory keys")
+                for s, found in recoveries
+            ),
+            "Target: <= 5 s from SIGKILL; a worker's start and the broker are not in these "
+            "figures.",
         ],
     )
     for size in built:
@@ -391,10 +476,13 @@ async def bench(sizes: list[int], rounds: int, active: int, root: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parked", default="100,10000,100000")
+    parser.add_argument("--memory-keys", default="100,1000000")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--active", type=int, default=20)
     args = parser.parse_args()
-    sizes = [int(s) for s in args.parked.split(",")]
+    sizes = shapes(
+        [int(s) for s in args.parked.split(",")], [int(s) for s in args.memory_keys.split(",")]
+    )
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as root:
         asyncio.run(bench(sizes, args.rounds, args.active, Path(root)))
 

@@ -21,7 +21,8 @@ of its benchmark and skipped when that benchmark did not run:
   line of linear growth from the smallest size, from ``bench.coordinator_scale``;
 * ``parked_runs.png``: checkpoint duration, uploaded bytes (medians, bars from the lowest to
   the highest round) and memory per parked run vs runs parked for approval, from
-  ``bench.parked_runs``.
+  ``bench.parked_runs``; ``idle_memory.png`` the same vs idle memory keys, when it measured
+  more than one count of them.
 """
 
 from __future__ import annotations
@@ -168,15 +169,25 @@ def plot_coordinator_scale(plt: Any, rows: list[Row], out: Path) -> bool:
     return True
 
 
-def plot_parked_runs(plt: Any, rows: list[Row], out: Path) -> bool:
-    points = sorted(
-        (r for r in rows if r["bench"] == "parked_runs" and r["kind"] == "size"),
-        key=lambda r: r["parked"],
+def _idle_rows(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+    """``bench.parked_runs``' sizes: (those with the fewest idle memory keys, by parked runs;
+    those with the fewest parked runs, by idle memory keys)."""
+    sizes = [r for r in rows if r["bench"] == "parked_runs" and r["kind"] == "size"]
+    if not sizes:
+        return [], []
+    fewest_keys = min(r.get("memory_keys", 0) for r in sizes)
+    fewest_parked = min(r["parked"] for r in sizes)
+    parked = [r for r in sizes if r.get("memory_keys", 0) == fewest_keys]
+    memory = [r for r in sizes if r["parked"] == fewest_parked]
+    return (
+        sorted(parked, key=lambda r: r["parked"]),
+        sorted(memory, key=lambda r: r.get("memory_keys", 0)),
     )
-    if not points:
-        return False
+
+
+def _plot_idle(plt: Any, points: list[Row], x: str, item: str, out: Path) -> None:
     figure, (duration, uploaded, memory) = plt.subplots(1, 3, figsize=(12, 3.8))
-    xs = [r["parked"] for r in points]
+    xs = [r.get(x, 0) for r in points]
 
     def bars(axes: Any, values: list[list[float]], scale: float, label: str) -> None:
         mids = spread_bars(axes, xs, values, scale, label)
@@ -188,20 +199,38 @@ def plot_parked_runs(plt: Any, rows: list[Row], out: Path) -> bool:
     bars(uploaded, [[float(u) for u in r["uploaded"]] for r in points], 1e-3, "uploaded")
     uploaded.set(ylabel="KB", title="Uploaded bytes a checkpoint")
     uploaded.set_yscale("log")
-    memory.plot(xs, [r["kept_per_run"] for r in points], marker="o", label="kept by the operator")
-    memory.plot(xs, [r["rss_per_run"] for r in points], marker="s", label="RSS growth")
-    memory.axhline(2048, color="red", linestyle=":", label="target: 2 KB")
-    memory.set(ylabel="bytes per parked run", title="Memory per parked run")
-    memory.set_yscale("log")
+    if item == "parked run":
+        memory.plot(xs, [r["kept_per_run"] for r in points], marker="o",
+                    label="kept by the operator")  # fmt: skip
+        memory.plot(xs, [r["rss_per_run"] for r in points], marker="s", label="RSS growth")
+        memory.axhline(2048, color="red", linestyle=":", label="target: 2 KB")
+        memory.set(ylabel="bytes per parked run", title="Memory per parked run")
+        memory.set_yscale("log")
+    else:  # what an open keeps in all: flat if idle keys cost nothing
+        memory.plot(xs, [r.get("kept_bytes", 0) / 1e3 for r in points], marker="o",
+                    label="kept by the operator")  # fmt: skip
+        memory.plot(xs, [r.get("rss_bytes", 0) / 1e3 for r in points], marker="s",
+                    label="RSS growth")  # fmt: skip
+        memory.set(ylabel="KB in all", title="Memory after an open")
+        memory.set_ylim(bottom=0)
     for axes in (duration, uploaded, memory):
         axes.set_xscale("log")
-        axes.set_xlabel("runs parked for approval")
+        axes.set_xlabel("runs parked for approval" if item == "parked run" else "idle memory keys")
         axes.grid(True, which="both", alpha=0.3)
         axes.legend(fontsize="small")
     duration.set_ylim(bottom=0)
     figure.tight_layout()
-    figure.savefig(out / "parked_runs.png", dpi=110)
+    figure.savefig(out, dpi=110)
     plt.close(figure)
+
+
+def plot_parked_runs(plt: Any, rows: list[Row], out: Path) -> bool:
+    parked, memory = _idle_rows(rows)
+    if not parked:
+        return False
+    _plot_idle(plt, parked, "parked", "parked run", out / "parked_runs.png")
+    if len(memory) > 1:
+        _plot_idle(plt, memory, "memory_keys", "idle memory key", out / "idle_memory.png")
     return True
 
 

@@ -69,7 +69,17 @@ QUICK: list[list[str]] = [
     ["bench.savepoint_cost", "--sizes", "10000"],
     ["bench.console_runs", "--runs", "1000"],
     ["bench.coordinator_scale", "--subtasks", "100,1000", "--checkpoints", "3", "--rounds", "2"],
-    ["bench.parked_runs", "--parked", "100,2000", "--rounds", "2", "--active", "5"],
+    [
+        "bench.parked_runs",
+        "--parked",
+        "100,2000",
+        "--memory-keys",
+        "100,20000",
+        "--rounds",
+        "2",
+        "--active",
+        "5",
+    ],
 ]
 
 
