@@ -8,9 +8,9 @@ completes, in one Kafka transaction that also records "published up to n".
    published; refuse to start without a checkpoint when it is above 0 (`SinkProgressError`),
    warn when it is above ``restored`` (outputs replayed in between are published again); then
    publish what ``restored`` holds up to it;
-2. ``write(record, interval)``: append the record to the `WriteAheadLog` under ``interval``, so
-   checkpoint ``n`` holds every output of intervals ≤ n;
-3. ``on_snapshot(n)``: nothing; every output is in state since it was written;
+2. ``write(record, interval)``: append the record to the `WriteAheadLog` under ``interval``;
+3. ``on_snapshot(n)``: flush the log into the state, so checkpoint ``n`` holds every output of
+   intervals ≤ n;
 4. ``on_completed(n)``: start publishing, in one transaction in a background task, every
    stored output of an interval in ``(published, n]`` and the progress record
    ``published = n``; the subtask goes on meanwhile (a transaction takes 15-60 ms on the
@@ -97,7 +97,9 @@ class ExactlyOnceSink(Sink):
         self._wal.append(interval, record.topic, record.partition, record.key, record.value)
 
     def on_snapshot(self, checkpoint_id: int) -> None:
-        """Nothing to do: `write` put every output in state already."""
+        """Put every output written so far into the state, which checkpoint
+        ``checkpoint_id`` is about to take."""
+        self._wal.flush()
 
     async def on_completed(self, checkpoint_id: int) -> None:
         self._completed = max(self._completed, checkpoint_id)

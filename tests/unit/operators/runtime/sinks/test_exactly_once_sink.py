@@ -51,6 +51,18 @@ async def test_outputs_are_published_when_their_checkpoint_completes() -> None:
     assert sink.published == 2
 
 
+async def test_outputs_are_in_the_state_when_a_snapshot_takes_it() -> None:
+    state = MemoryState()
+    sink, _ = sink_over(state)
+    await sink.open(None)
+    sink.write(out(b"a"), 1)
+    sink.write(out(b"b"), 1)
+    assert state.rows == {}  # kept in memory until the checkpoint's sync phase
+    sink.on_snapshot(1)
+    assert [v for *_, v in WriteAheadLog(state).due(1, published=0).outputs] == [b"a", b"b"]
+    assert len(state.rows) == 1  # one row for the interval's outputs
+
+
 async def test_published_outputs_leave_the_state() -> None:
     state = MemoryState()
     sink, _ = sink_over(state)
@@ -157,6 +169,7 @@ async def test_the_loop_goes_on_while_the_transaction_is_in_flight() -> None:
     await sink.on_completed(1)  # returns with the transaction open
     await asyncio.sleep(0)
     sink.write(out(b"b"), 2)  # the operator keeps writing meanwhile
+    sink.on_snapshot(2)  # and the next checkpoint takes its state
     sink.poll()
     assert kafka.committed == []
     assert sink.published == 0
