@@ -121,10 +121,10 @@ class Restored:
 
 
 class SharedRows:
-    """The handle's rows (`SnapshotFile`) of the SSTs a checkpoint does not upload, because
-    ``shared/`` holds them already: each built once, not again for every checkpoint that
-    names the file (with hundreds of SSTs, validating a row per file per checkpoint was a
-    cost that grew with the state).
+    """The handle's rows (`SnapshotFile`) of files ``shared/`` holds already (the SSTs a
+    checkpoint does not upload; with the state changelog, every file of the handle): each
+    built once, not again for every checkpoint that names the file (with hundreds of SSTs,
+    validating a row per file per checkpoint was a cost that grew with the state).
 
     A row is a function of the file's name, size and sha256 alone (its path is
     ``shared/<sha256>``), so one built for an earlier checkpoint is never stale, whatever
@@ -142,7 +142,7 @@ class SharedRows:
         kept = {(r.name, r.size, r.sha256): r for r in stored if r.path == f"{SHARED}/{r.sha256}"}
         rows = []
         for entry in entries:
-            assert entry.sha256 is not None  # known SSTs come with their checksum
+            assert entry.sha256 is not None  # stored files come with their checksum
             key = (entry.name, entry.size, entry.sha256)
             row = self._rows.get(key)
             if row is None:
