@@ -39,6 +39,7 @@ from pathlib import Path
 from sluicegate.operators.protocol.messages import SnapshotFile
 from sluicegate.operators.runtime.state_transfer import (
     Restored,
+    SharedRows,
     UploadResult,
     make_handle,
     put_all,
@@ -79,13 +80,26 @@ class _Base:
     directory: Path | None
     """The files, here (None: no files: a new database)."""
     files: tuple[SnapshotFile, ...]
+    entries: tuple[CheckpointFile, ...]
+    """``files`` as every checkpoint's inventory lists them (in storage: not new), built
+    once for the base's life instead of once per checkpoint."""
+
+    @classmethod
+    def of(cls, after: int, directory: Path | None, files: tuple[SnapshotFile, ...]) -> _Base:
+        entries = tuple(
+            CheckpointFile(
+                name=f.name, size=f.size, kind=classify(f.name), new=False, sha256=f.sha256
+            )
+            for f in files
+        )
+        return cls(after, directory, files, entries)
 
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
 
 
-_NO_BASE = _Base(after=-1, directory=None, files=())
+_NO_BASE = _Base.of(after=-1, directory=None, files=())
 
 
 class ChangelogSnapshots:
@@ -119,6 +133,8 @@ class ChangelogSnapshots:
         self._chain: list[Path] = []
         self._stored: dict[str, SnapshotFile] = {}
         """Segments of the chain that storage holds, by name."""
+        self._rows = SharedRows()
+        """The handle's rows of the files in ``shared/``, kept from one checkpoint to the next."""
         self._materializing: asyncio.Task[_Base] | None = None
         self.materialized_bytes = 0
         """Bytes the materializations uploaded (beside the checkpoints' own)."""
@@ -169,7 +185,7 @@ class ChangelogSnapshots:
             if entry.kind is FileKind.CHANGELOG:
                 self._stored[entry.name] = _stored_file(entry)
         self._checked = True
-        files = [_stored_file(f) for f in inventory.files]
+        files = self._rows.of(inventory.files)
         sent = sum(result.uploaded_bytes for _, result in uploads)
         handle = make_handle(inventory, files, uploaded_bytes=sent)
         return UploadResult(handle, time.perf_counter() - started)
@@ -197,7 +213,7 @@ class ChangelogSnapshots:
         if handle.files:
             directory = self._materialized / f"restored-{handle.checkpoint_id}"
             _link_all(restored.folder, directory, [f.name for f in handle.files])
-        self._base = _Base(after=-1, directory=directory, files=handle.files)
+        self._base = _Base.of(after=-1, directory=directory, files=handle.files)
         _link_all(restored.folder, self._segments, [f.name for f in handle.changelog])
         self._chain = [self._segments / f.name for f in handle.changelog]
         # A full checkpoint's files are its own, not in shared/: the first upload checks or
@@ -225,7 +241,7 @@ class ChangelogSnapshots:
         if self._on_materialized is not None:
             self._on_materialized(sent)
         ordered = tuple(sorted(files, key=lambda f: f.name))
-        return _Base(local.inventory.checkpoint_id, local.directory, ordered)
+        return _Base.of(local.inventory.checkpoint_id, local.directory, ordered)
 
     def _adopt(self) -> None:
         """Make a finished materialization the base (step 2 of the module docstring)."""
@@ -262,21 +278,16 @@ class ChangelogSnapshots:
         staging = self._root / f".{checkpoint_id}.linking"
         shutil.rmtree(staging, ignore_errors=True)
         directory = self._base.directory
-        sources = [(directory / f.name, f) for f in self._base.files if directory is not None]
+        sources = [directory / f.name for f in self._base.files] if directory is not None else []
         try:
             staging.mkdir(parents=True)
-            for source in [*(s for s, _ in sources), *self._chain]:
+            for source in [*sources, *self._chain]:
                 _link_or_copy(source, staging / source.name)
             staging.rename(target)  # a folder named by id is always complete
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise StateIOError(f"checkpoint {checkpoint_id}", target, str(exc)) from exc
-        files = [
-            CheckpointFile(
-                name=f.name, size=f.size, kind=classify(f.name), new=False, sha256=f.sha256
-            )
-            for _, f in sources
-        ]
+        files = list(self._base.entries if directory is not None else ())
         for segment in self._chain:
             stored = self._stored.get(segment.name)
             files.append(

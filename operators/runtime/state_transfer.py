@@ -65,6 +65,7 @@ from sluicegate.operators.storage.layout import (
 __all__ = [
     "UPLOAD_CONCURRENCY",
     "Restored",
+    "SharedRows",
     "SnapshotStore",
     "Snapshots",
     "UploadResult",
@@ -119,18 +120,58 @@ class Restored:
     handle: StateHandle
 
 
+class SharedRows:
+    """The handle's rows (`SnapshotFile`) of files ``shared/`` holds already (the SSTs a
+    checkpoint does not upload; with the state changelog, every file of the handle): each
+    built once, not again for every checkpoint that names the file (with hundreds of SSTs,
+    validating a row per file per checkpoint was a cost that grew with the state).
+
+    A row is a function of the file's name, size and sha256 alone (its path is
+    ``shared/<sha256>``), so one built for an earlier checkpoint is never stale, whatever
+    database lifetime the file is of; only the rows of the latest checkpoint are kept.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, int, str], SnapshotFile] = {}
+
+    def of(
+        self, entries: Sequence[CheckpointFile], *, stored: Sequence[SnapshotFile] = ()
+    ) -> list[SnapshotFile]:
+        """The rows of ``entries`` (checksummed, in ``shared/``). Kept for the next
+        checkpoint: these, and ``stored``, the rows of the SSTs this one put in ``shared/``."""
+        kept = {(r.name, r.size, r.sha256): r for r in stored if r.path == f"{SHARED}/{r.sha256}"}
+        rows = []
+        for entry in entries:
+            assert entry.sha256 is not None  # stored files come with their checksum
+            key = (entry.name, entry.size, entry.sha256)
+            row = self._rows.get(key)
+            if row is None:
+                row = SnapshotFile(
+                    name=entry.name,
+                    path=f"{SHARED}/{entry.sha256}",
+                    size=entry.size,
+                    sha256=entry.sha256,
+                )
+            rows.append(row)
+            kept[key] = row
+        self._rows = kept
+        return rows
+
+
 class SnapshotStore:
     """Moves one subtask's local checkpoints to and from `Storage`.
 
     ``uploaded`` remembers which SSTs of this database lifetime storage already holds, so
     each checkpoint sends only the new ones; `ManifestDeltas` how the last one stored the
-    MANIFEST (after a restore the first is stored whole).
+    MANIFEST (after a restore the first is stored whole); `SharedRows` the handle's rows of
+    the SSTs not sent.
     """
 
     def __init__(self, storage: Storage, *, uploaded: dict[SstKey, str] | None = None) -> None:
         self._storage = storage
         self.uploaded: dict[SstKey, str] = dict(uploaded or {})
         self._manifests = ManifestDeltas()
+        self._rows = SharedRows()
 
     async def upload(self, local: LocalCheckpoint) -> UploadResult:
         """Run the asynchronous phase for ``local``; steps in the module docstring."""
@@ -142,7 +183,9 @@ class SnapshotStore:
         if full:
             self._manifests.forget()
             return await upload_full(self._storage, local.directory, inventory, started)
-        files, sent = await put_shared(self._storage, local.directory, inventory, manifest=delta)
+        files, sent = await put_shared(
+            self._storage, local.directory, inventory, manifest=delta, rows=self._rows
+        )
         self.uploaded.update(inventory.sst_checksums())
         self._manifests.remember(files)
         handle = make_handle(inventory, files, uploaded_bytes=sent)
@@ -181,33 +224,28 @@ async def put_shared(
     inventory: CheckpointInventory,
     *,
     manifest: ManifestDelta | None = None,
+    rows: SharedRows | None = None,
 ) -> tuple[list[SnapshotFile], int]:
     """Put the RocksDB checkpoint ``inventory`` (checksummed) under ``shared/``: its new SSTs,
     then MANIFEST (as ``manifest``'s delta when given), CURRENT, OPTIONS and the rest (steps
-    2-3 of the module docstring). Returns every file as stored, and the bytes sent."""
+    2-3 of the module docstring). Returns every file as stored, and the bytes sent; the rows
+    of the SSTs storage held already come from ``rows`` (kept from one call to the next)."""
     parted = manifest.name if manifest is not None else None
-    ssts = [f for f in inventory.to_upload() if f.kind is FileKind.SST]
-    rest = [f for f in inventory.to_upload() if f.kind is not FileKind.SST and f.name != parted]
+    to_upload = inventory.to_upload()
+    ssts = [f for f in to_upload if f.kind is FileKind.SST]
+    rest = [f for f in to_upload if f.kind is not FileKind.SST and f.name != parted]
     uploads = await put_all(storage, SHARED, directory, ssts)
     later, (delta, delta_bytes) = await asyncio.gather(  # after the SSTs
         put_all(storage, SHARED, directory, rest), _put_manifest(storage, manifest)
     )
+    stored_ssts = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
     uploads += later
-    files = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
+    files = [*stored_ssts, *(_snapshot_file(entry.name, result.file) for entry, result in later)]
     files += [delta] if delta is not None else []
     sent = delta_bytes + sum(result.uploaded_bytes for _, result in uploads)
     new_names = {f.name for f in files}
-    for entry in inventory.files:
-        if entry.name not in new_names:
-            assert entry.sha256 is not None  # known SSTs come with their checksum
-            files.append(
-                SnapshotFile(
-                    name=entry.name,
-                    path=f"{SHARED}/{entry.sha256}",
-                    size=entry.size,
-                    sha256=entry.sha256,
-                )
-            )
+    known = [entry for entry in inventory.files if entry.name not in new_names]
+    files += (rows or SharedRows()).of(known, stored=stored_ssts)
     return files, sent
 
 
@@ -235,11 +273,14 @@ def make_handle(
 ) -> StateHandle:
     """The handle of ``inventory`` whose files storage holds as ``files``: RocksDB files in
     ``files``, changelog segments in ``changelog``, each sorted by name."""
-    ordered = sorted(files, key=lambda f: f.name)
+    rocksdb: list[SnapshotFile] = []
+    changelog: list[SnapshotFile] = []
+    for f in sorted(files, key=lambda f: f.name):
+        (changelog if classify(f.name) is FileKind.CHANGELOG else rocksdb).append(f)
     return StateHandle(
         checkpoint_id=inventory.checkpoint_id,
-        files=tuple(f for f in ordered if classify(f.name) is not FileKind.CHANGELOG),
-        changelog=tuple(f for f in ordered if classify(f.name) is FileKind.CHANGELOG),
+        files=tuple(rocksdb),
+        changelog=tuple(changelog),
         full_bytes=sum(f.size for f in inventory.files),
         uploaded_bytes=uploaded_bytes,
     )

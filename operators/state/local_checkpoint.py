@@ -14,6 +14,14 @@ never by name, and the ``uploaded`` map handed to the store must only come
 from this store's lifetime or from the checkpoint it was restored from (whose
 files are byte-identical to the restored ones).
 
+Reuse within a lifetime. For the same reason an inventory may start from the previous one of
+the same database lifetime (the same open store): an SST it lists under the same name is the
+same file, so its entry is taken as it is (no ``stat``, no validation; only ``new`` and
+``sha256`` follow ``uploaded``). With a state that holds hundreds of SSTs and changes a few per
+checkpoint, stating and validating every file made a checkpoint's inventory grow with the
+state (0.9 ms for 150 SSTs against 0.15 ms for 10). Files of any other kind change in place
+and are always read anew.
+
 Checksum timing. Hashing is I/O-bound and proportional to the state size, so it
 is kept out of the synchronous phase: the inventory is built with the sha256
 of SSTs already in ``uploaded`` (free) and ``None`` for every other file;
@@ -196,22 +204,46 @@ def build_inventory(
     *,
     uploaded: Mapping[SstKey, str],
     sync_duration_seconds: float,
+    previous: CheckpointInventory | None = None,
 ) -> CheckpointInventory:
-    """List ``directory`` into an inventory; SSTs found in ``uploaded`` are not new."""
+    """List ``directory`` into an inventory; SSTs found in ``uploaded`` are not new.
+
+    ``previous`` must be an inventory of the same database lifetime (module docstring): its
+    SST entries are reused for the SSTs of the same name, without a ``stat``. Never pass one
+    from another store, e.g. one restored into a new folder, where the same name may hold
+    other bytes.
+    """
+    known = {f.name: f for f in previous.files if f.kind is FileKind.SST} if previous else {}
     with os.scandir(directory) as listing:
         entries = sorted(listing, key=lambda e: e.name)
     files = []
     for entry in entries:
+        reused = known.get(entry.name)
+        if reused is not None:
+            files.append(_as_uploaded(reused, uploaded))
+            continue
         kind = classify(entry.name)
         size = entry.stat().st_size
-        known = uploaded.get((entry.name, size)) if kind is FileKind.SST else None
+        sha256 = uploaded.get((entry.name, size)) if kind is FileKind.SST else None
         files.append(
-            CheckpointFile(name=entry.name, size=size, kind=kind, new=known is None, sha256=known)
+            CheckpointFile(name=entry.name, size=size, kind=kind, new=sha256 is None, sha256=sha256)
         )
     return CheckpointInventory(
         checkpoint_id=checkpoint_id,
         sync_duration_seconds=sync_duration_seconds,
         files=tuple(files),
+    )
+
+
+def _as_uploaded(sst: CheckpointFile, uploaded: Mapping[SstKey, str]) -> CheckpointFile:
+    """The SST entry ``sst`` of an earlier inventory, ``new`` and ``sha256`` as ``uploaded``
+    says now: the same object when that is unchanged (nearly always), else validated anew
+    (once in a file's life, when it has just been uploaded)."""
+    sha256 = uploaded.get((sst.name, sst.size))
+    if sha256 == sst.sha256:
+        return sst
+    return CheckpointFile(
+        name=sst.name, size=sst.size, kind=sst.kind, new=sha256 is None, sha256=sha256
     )
 
 
@@ -225,7 +257,13 @@ def sha256_file(path: Path) -> str:
 
 
 def create_local_checkpoint(
-    db: Any, db_path: Path, checkpoint_id: int, root: Path, *, uploaded: Mapping[SstKey, str]
+    db: Any,
+    db_path: Path,
+    checkpoint_id: int,
+    root: Path,
+    *,
+    uploaded: Mapping[SstKey, str],
+    previous: CheckpointInventory | None = None,
 ) -> LocalCheckpoint:
     """Checkpoint the open rocksdict database ``db`` into ``root/<checkpoint_id>``.
 
@@ -233,7 +271,8 @@ def create_local_checkpoint(
     2. create a RocksDB checkpoint: hard links to the SST files (copies when
        ``root`` is on another filesystem), copies of MANIFEST and CURRENT;
     3. list it into an inventory (``sync_duration_seconds`` 0: the caller
-       measures); SSTs found in ``uploaded`` are not new. Nothing is hashed.
+       measures); SSTs found in ``uploaded`` are not new, those ``previous`` (an inventory
+       of the same database lifetime) lists are taken from it. Nothing is hashed.
     """
     if checkpoint_id < 0:
         raise ValueError(f"checkpoint_id must be >= 0, got {checkpoint_id}")
@@ -246,7 +285,9 @@ def create_local_checkpoint(
         Checkpoint(db).create_checkpoint(str(target))
     except Exception as exc:
         raise StateIOError(f"checkpoint {checkpoint_id}", db_path, str(exc)) from exc
-    inventory = build_inventory(target, checkpoint_id, uploaded=uploaded, sync_duration_seconds=0)
+    inventory = build_inventory(
+        target, checkpoint_id, uploaded=uploaded, sync_duration_seconds=0, previous=previous
+    )
     return LocalCheckpoint(directory=target, inventory=inventory)
 
 
@@ -259,7 +300,7 @@ def relink_local_checkpoint(
     milliseconds to tens of milliseconds (links, MANIFEST copy, fsyncs), which the subtasks
     sharing the process would wait for. The files are never written to again (a restore copies
     every non-SST file out), so sharing them is safe. Inventory as in
-    :func:`create_local_checkpoint`."""
+    :func:`create_local_checkpoint`, ``previous``'s SST entries reused."""
     if checkpoint_id < 0:
         raise ValueError(f"checkpoint_id must be >= 0, got {checkpoint_id}")
     target = root / str(checkpoint_id)
@@ -275,7 +316,13 @@ def relink_local_checkpoint(
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise StateIOError(f"checkpoint {checkpoint_id}", previous.directory, str(exc)) from exc
-    inventory = build_inventory(target, checkpoint_id, uploaded=uploaded, sync_duration_seconds=0)
+    inventory = build_inventory(
+        target,
+        checkpoint_id,
+        uploaded=uploaded,
+        sync_duration_seconds=0,
+        previous=previous.inventory,
+    )
     return LocalCheckpoint(directory=target, inventory=inventory)
 
 

@@ -116,7 +116,9 @@ class RocksDBStateStore:
         self._flushed_sequence = -1
         """Latest sequence number when the memtable was last flushed (-1: not yet)."""
         self._last_checkpoint: tuple[int, LocalCheckpoint] | None = None
-        """The latest local checkpoint and the sequence number it holds."""
+        """The latest local checkpoint and the sequence number it holds. Its inventory is
+        the next one's start (SSTs of the same name reused), so it must be of this
+        instance: a restored store is a new instance and starts with None."""
         self.changelog: ChangelogWriter | None = None
         """Where every write is logged before RocksDB applies it (None: the changelog is off)."""
 
@@ -290,7 +292,9 @@ class RocksDBStateStore:
         3. otherwise flush the memtable, create the RocksDB checkpoint (hard links) and list
            its files: :func:`~operators.state.local_checkpoint.create_local_checkpoint`.
 
-        SSTs whose ``(name, size)`` is in ``uploaded`` (-> sha256) are not new.
+        SSTs whose ``(name, size)`` is in ``uploaded`` (-> sha256) are not new. SSTs the
+        previous local checkpoint of this store listed keep their entry (this instance is one
+        database lifetime: an SST name is never reused within it).
         ``sync_duration_seconds`` of the inventory covers these steps; nothing is hashed.
         """
         started = time.perf_counter()
@@ -299,8 +303,9 @@ class RocksDBStateStore:
         sequence: int = db.latest_sequence_number()
         local = self._relink_unchanged(sequence, checkpoint_id, root, uploaded or {})
         if local is None:
+            previous = self._last_checkpoint[1].inventory if self._last_checkpoint else None
             local = create_local_checkpoint(
-                db, self._path, checkpoint_id, root, uploaded=uploaded or {}
+                db, self._path, checkpoint_id, root, uploaded=uploaded or {}, previous=previous
             )
             self._flushed_sequence = sequence
         self._last_checkpoint = (sequence, local)
@@ -336,6 +341,7 @@ class RocksDBStateStore:
             for iteration in list(self._iterators):
                 iteration.close()
             db, self._db = self._db, None
+            self._last_checkpoint = None  # the lifetime whose SST names it holds has ended
             try:
                 db.close()
             except Exception as exc:

@@ -13,6 +13,7 @@ import pytest
 from sluicegate.operators.protocol.messages import SnapshotFile, StateHandle
 from sluicegate.operators.runtime.changelog_snapshots import ChangelogSnapshots
 from sluicegate.operators.runtime.state_transfer import Restored, SnapshotStore, UploadResult, fetch
+from sluicegate.operators.state.local_checkpoint import FileKind
 from sluicegate.operators.state.rocksdb import RocksDBStateStore
 from sluicegate.operators.storage import (
     Storage,
@@ -269,3 +270,35 @@ def test_a_handle_mixing_segments_and_rocksdb_files_is_refused(
     }
     with pytest.raises(ValueError, match="changelog"):
         StateHandle.model_validate(data)
+
+
+async def test_checkpoints_on_one_base_reuse_its_entries_and_rows(tmp_path: Path) -> None:
+    """The base's files are listed, and their handle rows built, once for the base's life."""
+    storage = open_storage(tmp_path / "storage")
+    job = _Job(tmp_path / "job", storage, ratio=10.0)
+    job.write(2000)
+    await job.checkpoint(1)
+    await job.settle()
+    await job.checkpoint(2)  # adopts the base
+    taken = []
+    for n in (3, 4):
+        job.write(50)
+        local = await job.snapshots.take(job.store, n, job.root / "cp")
+        handle = (await job.snapshots.upload(local)).handle
+        taken.append((local.inventory, handle, dict(job.rows)))
+    await job.close()
+
+    (inventory3, handle3, _), (inventory4, handle4, _) = taken
+    base3, base4 = (
+        [f for f in i.files if f.kind is not FileKind.CHANGELOG] for i in (inventory3, inventory4)
+    )
+    assert base3
+    assert all(a is b for a, b in zip(base3, base4, strict=True))
+    assert all(a is b for a, b in zip(handle3.files, handle4.files, strict=True))
+    for f, row in zip(base4, handle4.files, strict=True):
+        assert f.sha256 is not None
+        assert row == SnapshotFile(
+            name=f.name, path=f"{SHARED}/{f.sha256}", size=f.size, sha256=f.sha256
+        )
+    for n, (_, handle, rows) in zip((3, 4), taken, strict=True):
+        assert await _restored_rows(storage, handle, tmp_path / f"r{n}") == rows
