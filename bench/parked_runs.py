@@ -207,20 +207,31 @@ def template_rows(sub: Subtask) -> list[tuple[bytes, bytes]]:
     return [(k, v) for k, v in rows if v is not None]
 
 
-def copy_parked(sub: Subtask, rows: list[tuple[bytes, bytes]], parked: int) -> int:
-    """Copies of the template run's rows under ``parked - 1`` other ids; the bytes written."""
+Rename = tuple[tuple[bytes, bytes], tuple[bytes, bytes]]
+"""((old, new) in keys, (old, new) in values)."""
+
+
+def copy_rows(sub: Subtask, rows: list[tuple[bytes, bytes]], names: list[Rename]) -> int:
+    """A copy of ``rows`` per rename of ``names`` (in keys, then in values); the bytes
+    written."""
     state = sub.store.partition(TOPICS.tasks, 0)
-    old, written = TEMPLATE.encode(), 0
-    for i in range(1, parked):
-        new = b"run-%07d" % i
+    written = 0
+    for n, ((key_old, key_new), (value_old, value_new)) in enumerate(names, 1):
         for key, value in rows:
-            k, v = key.replace(old, new), value.replace(old, new)
+            k, v = key.replace(key_old, key_new), value.replace(value_old, value_new)
             state.put(k, v)
             written += len(k) + len(v)
-        if i % 10_000 == 0:
+        if n % 10_000 == 0:
             sub.store.flush_batch()
     sub.store.flush_batch()
     return written
+
+
+def copy_parked(sub: Subtask, rows: list[tuple[bytes, bytes]], parked: int) -> int:
+    """Copies of the template run's rows under ``parked - 1`` other ids; the bytes written."""
+    old = TEMPLATE.encode()
+    names = [((old, b"run-%07d" % i), (old, b"run-%07d" % i)) for i in range(1, parked)]
+    return copy_rows(sub, rows, names)
 
 
 def copy_memory(sub: Subtask, keys: int) -> int:
@@ -235,18 +246,9 @@ def copy_memory(sub: Subtask, keys: int) -> int:
     old_hex, old = IDLE_KEY.encode().hex().encode(), IDLE_KEY.encode()
     template = [(k, v) for k, v in state.items() if old_hex in k]
     assert len(template) == IDLE_ENTRIES + 1, template
-    written = 0
-    for i in range(1, keys):
-        new = b"idle-%07d" % i
-        new_hex = new.hex().encode()
-        for key, value in template:
-            k, v = key.replace(old_hex, new_hex), value.replace(old, new)
-            state.put(k, v)
-            written += len(k) + len(v)
-        if i % 20_000 == 0:
-            sub.store.flush_batch()
-    sub.store.flush_batch()
-    return written + sum(len(k) + len(v) for k, v in template)
+    names = [((old_hex, (b"idle-%07d" % i).hex().encode()), (old, b"idle-%07d" % i))
+             for i in range(1, keys)]  # fmt: skip
+    return copy_rows(sub, template, names) + sum(len(k) + len(v) for k, v in template)
 
 
 # -- measuring ---------------------------------------------------------------------------------
