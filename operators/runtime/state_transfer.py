@@ -239,10 +239,9 @@ async def put_shared(
         put_all(storage, SHARED, directory, rest), _put_manifest(storage, manifest)
     )
     stored_ssts = [_snapshot_file(entry.name, result.file) for entry, result in uploads]
-    uploads += later
     files = [*stored_ssts, *(_snapshot_file(entry.name, result.file) for entry, result in later)]
     files += [delta] if delta is not None else []
-    sent = delta_bytes + sum(result.uploaded_bytes for _, result in uploads)
+    sent = delta_bytes + sum(result.uploaded_bytes for _, result in [*uploads, *later])
     new_names = {f.name for f in files}
     known = [entry for entry in inventory.files if entry.name not in new_names]
     files += (rows or SharedRows()).of(known, stored=stored_ssts)

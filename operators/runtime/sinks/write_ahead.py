@@ -43,7 +43,7 @@ __all__ = [
 
 _WAL = b"sink-wal/"
 _FORMAT = 1  # one output a row
-_CHUNK = 2  # a chunk of outputs a row; the format this build writes
+_CHUNK = b"\x02"  # a chunk of outputs a row: the format this build writes
 _HEAD = struct.Struct(">BHIi")  # format, topic length, partition, key length (-1: no key)
 _ENTRY = struct.Struct(">HIiI")  # topic length, partition, key length (-1: no key), value length
 
@@ -67,7 +67,7 @@ _encoded = lru_cache(maxsize=256)(str.encode)  # a subtask writes a few sink top
 
 def encode_chunk(outputs: list[SinkOutput]) -> bytes:
     """The stored form of ``outputs``, in order, as one row."""
-    parts = [b"%c" % _CHUNK, _pack_count(len(outputs))]
+    parts = [_CHUNK, _pack_count(len(outputs))]
     for topic, partition, key, value in outputs:
         name = _encoded(topic)
         parts += (
@@ -86,7 +86,7 @@ _pack_count = _COUNT.pack
 
 def decode_chunk(data: bytes) -> list[SinkOutput]:
     """Inverse of `encode_chunk`; refuses a row that is not a whole chunk."""
-    if data[:1] != b"%c" % _CHUNK:
+    if data[:1] != _CHUNK:
         raise ValueError(f"sink outputs stored in format {data[:1]!r}; not a chunk")
     outputs: list[SinkOutput] = []
     at, end, size, names = 1 + _COUNT.size, len(data), _ENTRY.size, _decoded_names
@@ -149,7 +149,7 @@ class Due:
 
 
 def _decoded(row: bytes) -> list[SinkOutput]:
-    return decode_chunk(row) if row[:1] == b"%c" % _CHUNK else [decode_output(row)]
+    return decode_chunk(row) if row[:1] == _CHUNK else [decode_output(row)]
 
 
 class WriteAheadLog:
