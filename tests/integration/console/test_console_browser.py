@@ -30,7 +30,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -222,12 +222,13 @@ def sign_in(driver: WebDriver, url: str, token: str) -> None:
 
 def shows(driver: WebDriver, text: str, timeout_s: float = 10) -> None:
     """Wait until the page shows ``text``: a click on a form's button returns before the page
-    it leads to has replaced the old one, whose elements then go stale."""
+    it leads to has replaced the old one, whose elements then go stale, and while the new one
+    loads it may have no ``main`` yet."""
 
     def shown() -> bool:
         try:
             return text in driver.find_element(By.TAG_NAME, "main").text
-        except StaleElementReferenceException:
+        except (StaleElementReferenceException, NoSuchElementException):
             return False
 
     wait_for_sync(shown, timeout_s=timeout_s, interval_s=0.1, what=f"{text!r} on the page")
