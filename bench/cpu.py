@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["BrokerCpu", "CpuSpan", "broker_pid", "process_cpu"]
+__all__ = ["BrokerCpu", "CpuSpan", "broker_pid", "process_cpu", "tree_cpu"]
 
 _LISTEN = "0A"
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -35,6 +35,27 @@ def process_cpu(pid: int) -> float | None:
     fields = stat[stat.rindex(")") + 2 :].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
     return (utime + stime) / _TICKS
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])  # field 4 of proc(5)
+
+
+def tree_cpu(roots: Iterable[int]) -> float:
+    """CPU seconds so far of processes ``roots`` and every live descendant of theirs (a peer
+    run through ``uv run`` does its work in a child of the process started)."""
+    parents = {pid: _parent(pid) for pid in _pids()}
+    tree = set(roots)
+    grew = True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= found
+        grew = bool(found)
+    return sum(cpu for pid in tree if (cpu := process_cpu(pid)) is not None)
 
 
 def _listening_inodes(port: int) -> set[str]:

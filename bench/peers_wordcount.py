@@ -72,6 +72,7 @@ from typing import TypeVar
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 
+from bench.cpu import BrokerCpu, tree_cpu
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import out_dir, record, report_table
 from sluicegate.operators.kafka import clients as kafka_clients
@@ -129,12 +130,15 @@ async def started_within(tries: int, setup: str, run: Callable[[], Awaitable[T]]
 @dataclass(frozen=True, slots=True)
 class Timed:
     """One run: seconds from the first line produced (warm) and from the launch of the
-    processes (cold) to the last count visible, and whether the output had transaction
-    markers."""
+    processes (cold) to the last count visible, whether the output had transaction markers,
+    and the CPU seconds of the system's processes and of the broker over the warm span
+    (the broker's None when it is not a local process)."""
 
     warm: float
     cold: float
     transactional: bool
+    cpu: float
+    broker_cpu: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +170,19 @@ Alive = Callable[[], None]
 """Raises if a process of the setup under test has exited."""
 
 
+@dataclass(frozen=True, slots=True)
+class Processes:
+    """The processes of the setup under test: ``alive`` raises if one has exited; ``pids``
+    are the ones started (their children count with them, `bench.cpu.tree_cpu`)."""
+
+    alive: Alive
+    pids: list[int]
+
+
 @contextlib.contextmanager
 def peer_processes(
     setup: Setup, root: Path, bootstrap: str, tag: str, extra: Sequence[str] = ()
-) -> Iterator[Alive]:
+) -> Iterator[Processes]:
     """``setup.processes`` processes of a peer, each in its own session; all killed on exit.
     ``extra``: more arguments for its script."""
     script, pins = PEERS[setup.system]
@@ -198,7 +211,7 @@ def peer_processes(
                     start_new_session=True,
                 )  # fmt: skip
             children.append((child, log))
-        yield alive
+        yield Processes(alive, [child.pid for child, _ in children])
     except BaseException:
         kept = out_dir() / "logs" / tag
         kept.mkdir(parents=True, exist_ok=True)
@@ -214,14 +227,14 @@ def peer_processes(
 
 
 @contextlib.contextmanager
-def sluicegate_processes(setup: Setup, root: Path, bootstrap: str, tag: str) -> Iterator[Alive]:
+def sluicegate_processes(setup: Setup, root: Path, bootstrap: str, tag: str) -> Iterator[Processes]:
     """A coordinator (checkpoint every 1 s) and ``setup.processes`` workers, 4 slots in all."""
     imports = "from sluicegate.testing import word_count"
     with ProcessCluster(root, bootstrap, imports, f"word_count({tag!r})") as cluster:
         cluster.start_coordinator(interval=1.0)
         for n in range(setup.processes):
             cluster.start_worker(f"w{n}", slots=4 // setup.processes)
-        yield cluster.check_alive
+        yield Processes(cluster.check_alive, [p.pid for p in cluster.processes.values()])
 
 
 async def group_members(bootstrap: str, group: str) -> tuple[str, int]:
@@ -286,12 +299,13 @@ async def run_once(
     with contextlib.ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sluicegate-bench-")))
         if setup.system == "sluicegate":
-            alive = stack.enter_context(sluicegate_processes(setup, root, bootstrap, tag))
+            running = stack.enter_context(sluicegate_processes(setup, root, bootstrap, tag))
         else:
             guarantee = faust_guarantee_at(faust_guarantee, setup.processes)
             extra = ["--guarantee", guarantee] if setup.system == "faust" else []
-            alive = stack.enter_context(peer_processes(setup, root, bootstrap, tag, extra))
-            await wait_for_group(bootstrap, f"wordcount-{tag}", setup.processes, alive)
+            running = stack.enter_context(peer_processes(setup, root, bootstrap, tag, extra))
+            await wait_for_group(bootstrap, f"wordcount-{tag}", setup.processes, running.alive)
+        alive, broker = running.alive, BrokerCpu(bootstrap)
         async with committed_from_start(bootstrap, f"counts-{tag}", PARTITIONS) as sink:
             records: list[ConsumerRecord[bytes, bytes]] = []
             await warm_up(bootstrap, f"lines-{tag}")
@@ -299,15 +313,17 @@ async def run_once(
                 await read_until(sink, records, PARTITIONS, alive, _READY_TIMEOUT_S)
             except TimeoutError as exc:
                 raise NotReadyError(f"warm-up: {exc}") from exc
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), tree_cpu(running.pids)
+            broker.start()
             await produce_lines(bootstrap, f"lines-{tag}", lines)
             await read_until(sink, records, expected.total(), alive, 1800.0)
-            finished = time.perf_counter()
+            finished, cpu = time.perf_counter(), tree_cpu(running.pids) - cpu_started
+            broker_cpu = broker.seconds()
             markers = await transaction_markers(sink, records)
     check_counts(setup, records, expected)
-    timed = Timed(finished - started, finished - launched, transactional=markers > 0)
-    print(f"  {setup.name}: {timed.warm:.2f}s warm, {timed.cold:.2f}s cold, every count right, "
-          f"{markers} transaction markers in its output")  # fmt: skip
+    timed = Timed(finished - started, finished - launched, markers > 0, cpu, broker_cpu)
+    print(f"  {setup.name}: {timed.warm:.2f}s warm, {timed.cold:.2f}s cold, {cpu:.2f} CPU s "
+          f"warm, every count right, {markers} transaction markers in its output")  # fmt: skip
     return timed
 
 
@@ -346,6 +362,17 @@ def guarantee_of(setup: Setup, faust_guarantee: str, transactional: bool = True)
     return named if transactional else f"{NOT_TRANSACTIONAL} ({named})"
 
 
+def cpu_per_word(runs: Sequence[Timed], words: int) -> tuple[str, str]:
+    """Median (and spread) of the runs' CPU µs a word; the same with the broker's CPU added
+    (``-`` when the broker is not a local process)."""
+    own = [t.cpu / words * 1e6 for t in runs]
+    shown = f"{median(own):.1f} ({min(own):.1f}-{max(own):.1f})"
+    if any(t.broker_cpu is None for t in runs):
+        return shown, "-"
+    both = [(t.cpu + (t.broker_cpu or 0.0)) / words * 1e6 for t in runs]
+    return shown, f"{median(both):.1f}"
+
+
 def ratio_of(peer: Sequence[float], ours: Sequence[float]) -> str:
     """Median (and spread) of the per-round ``peer / ours`` time ratios."""
     ratios = [p / o for p, o in zip(peer, ours, strict=True)]
@@ -368,7 +395,8 @@ async def bench(
             times[setup].append(timed)
             record(BENCH, "run", system=setup.system, processes=setup.processes, round=r,
                    seconds=timed.warm, cold_seconds=timed.cold, lines=lines_count, words=words,
-                   transactional=timed.transactional)  # fmt: skip
+                   transactional=timed.transactional, cpu_seconds=timed.cpu,
+                   broker_cpu_seconds=timed.broker_cpu)  # fmt: skip
     rows = []
     for setup, timed_runs in times.items():
         warm = [t.warm for t in timed_runs]
@@ -380,9 +408,11 @@ async def bench(
                      f"{median(warm):.2f}", f"{min(warm):.2f}-{max(warm):.2f}",
                      f"{words / median(warm):,.0f}", f"{median(cold):.2f}",
                      ratio_of(warm, [t.warm for t in ours]) if peer and ours else "",
-                     ratio_of(cold, [t.cold for t in ours]) if peer and ours else ""))  # fmt: skip
+                     ratio_of(cold, [t.cold for t in ours]) if peer and ours else "",
+                     *cpu_per_word(timed_runs, words)))  # fmt: skip
     header = ("setup", "guarantee (observed)", "warm median s", "warm spread s", "words/s",
-              "cold median s", "warm: its time / ours", "cold: its time / ours")  # fmt: skip
+              "cold median s", "warm: its time / ours", "cold: its time / ours",
+              "CPU µs/word (spread)", "with the broker's µs/word")  # fmt: skip
     report_table(
         BENCH,
         f"Word count side by side: {lines_count:,} lines, {words:,} words, {rounds} rounds",
@@ -393,6 +423,9 @@ async def bench(
          f"partition counted and committed included); ratios are per round (above 1: "
          f"sluicegate faster), median (min-max); the same input for every system; versions: "
          f"{', '.join(pin for _, pins in PEERS.values() for pin in pins)}.",
+         "CPU: of the system's processes (for sluicegate its coordinator and workers; a "
+         "peer's children included) and of the broker, over the warm span, per word counted; "
+         "median of the rounds (min-max).",
          "Guarantee: as set, unless the output topic had no transaction markers after the run "
          "(then at-least-once: a crash can duplicate counts).",
          "A count becomes visible only with a commit: sluicegate's when the checkpoint after "

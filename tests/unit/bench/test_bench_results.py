@@ -15,8 +15,10 @@ from aiokafka import ConsumerRecord
 from bench.peers_wordcount import (
     NotReadyError,
     Setup,
+    Timed,
     WrongCountsError,
     check_counts,
+    cpu_per_word,
     faust_guarantee_at,
     guarantee_of,
     started_within,
@@ -138,3 +140,11 @@ def test_the_memory_benchmark_restores_the_memory_it_checkpointed(
     assert figures["changed MB"] > 0
     assert figures["mean"] > 0
     assert figures["state MB"] > 0
+
+
+def test_cpu_per_word_is_the_median_of_the_rounds_and_adds_the_broker_when_known() -> None:
+    runs = [Timed(1.0, 2.0, True, cpu, broker) for cpu, broker in ((1.0, 0.5), (3.0, 0.5),
+                                                                   (2.0, 1.0))]  # fmt: skip
+    assert cpu_per_word(runs, 100_000) == ("20.0 (10.0-30.0)", "30.0")
+    unknown = [Timed(1.0, 2.0, True, 1.0, None), *runs[1:]]
+    assert cpu_per_word(unknown, 100_000) == ("20.0 (10.0-30.0)", "-")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from bench.cpu import BrokerCpu, CpuSpan, broker_pid, process_cpu
+from bench.cpu import BrokerCpu, CpuSpan, broker_pid, process_cpu, tree_cpu
 
 
 def _burn(seconds: float) -> None:
@@ -65,3 +65,26 @@ def test_a_span_adds_the_children_doing_the_work() -> None:
         child.communicate(b"", timeout=30)
     assert broker is None
     assert ours >= 0.2  # the child's burn, counted although it ran in another process
+
+
+def test_a_tree_counts_the_grandchild_doing_the_work() -> None:
+    # as `uv run` does: the process started waits while its own child works
+    burner = (
+        "import sys, time\\nt = time.process_time() + 0.3\\n"
+        "while time.process_time() < t: pass\\nprint('burnt', flush=True)\\nsys.stdin.read()"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', \"{burner}\"])"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.readline() == b"burnt\n"  # the grandchild has burnt its 0.3 s
+        own = process_cpu(parent.pid)
+        assert own is not None
+        assert own < 0.2  # the parent itself only waited
+        assert tree_cpu([parent.pid]) >= own + 0.25
+        assert tree_cpu([]) == 0.0
+    finally:
+        parent.communicate(b"", timeout=30)
