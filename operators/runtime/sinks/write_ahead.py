@@ -8,7 +8,8 @@ its ``on_snapshot``, so the snapshot of checkpoint ``n`` holds every output of i
 not yet published, as the state's own pending writes are applied before a snapshot; `due`
 flushes first too. A row per chunk instead of a row per output spares RocksDB a put, a read
 and a delete per output (the exactly-once sink cost 23% more CPU than the at-least-once one
-in the word count with a row each, performance.md).
+in the word count with a row each, performance.md). The log also keeps the outputs of each
+row it put, so that `due` decodes only the rows it did not put (restored from a checkpoint).
 
 Every stored form starts with a format byte, so that a checkpoint written by another build is
 read correctly or refused, never misread:
@@ -160,6 +161,9 @@ class WriteAheadLog:
         self._seq: dict[int, int] = {}
         self._pending: dict[int, list[SinkOutput]] = {}
         """Outputs appended and not yet in the state, by interval."""
+        self._put_rows: dict[bytes, list[SinkOutput]] = {}
+        """The outputs of each row this log put and has not removed, by row key: what
+        decoding the row would give."""
 
     def append(
         self, interval: int, topic: str, partition: int, key: bytes | None, value: bytes
@@ -182,7 +186,9 @@ class WriteAheadLog:
     def _put(self, interval: int, outputs: list[SinkOutput]) -> None:
         seq = self._seq.get(interval, 0)
         self._seq[interval] = seq + 1
-        self._state.put(_wal_key(interval, seq), encode_chunk(outputs))
+        key = _wal_key(interval, seq)
+        self._state.put(key, encode_chunk(outputs))
+        self._put_rows[key] = outputs
 
     def due(self, up_to: int, *, published: int) -> Due:
         """The outputs of intervals in ``(published, up_to]`` (after a `flush`); rows of
@@ -195,12 +201,17 @@ class WriteAheadLog:
                 if _interval_of(key) > up_to:
                     break
                 rows.append((key, value))
-        outputs = [out for k, v in rows if _interval_of(k) > published for out in _decoded(v)]
+        put, outputs = self._put_rows, []
+        for key, value in rows:
+            if _interval_of(key) > published:
+                kept = put.get(key)
+                outputs += _decoded(value) if kept is None else kept
         return Due(up_to, outputs, [k for k, _ in rows])
 
     def remove(self, due: Due) -> None:
         """Delete the rows of ``due`` once its outputs are published."""
         for key in due.keys:
             self._state.delete(key)
+            self._put_rows.pop(key, None)
         for interval in [i for i in self._seq if i <= due.up_to]:
             del self._seq[interval]

@@ -163,3 +163,20 @@ def test_the_log_lives_in_the_state_it_is_given(tmp_path: Path) -> None:
         assert [v for *_, v in restored.due(4, published=2).outputs] == [b"3a", b"3b", b"4a"]
     finally:
         store.close()
+
+
+def test_due_decodes_only_rows_it_did_not_put() -> None:
+    """The rows this log put are published from the outputs it kept (no decoding); a row
+    restored from a checkpoint, which a new log finds, is decoded (and refused if it does not
+    read)."""
+    state = MemoryState()
+    wal = WriteAheadLog(state)
+    fill(wal)
+    wal.flush()
+    for key in state.rows:
+        state.rows[key] = b"\x02 not a chunk"
+    assert [value for *_, value in wal.due(3, published=0).outputs] == [
+        b"1a", b"1b", b"2a", b"3a", b"3b"
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="cut short"):
+        WriteAheadLog(state).due(3, published=0)
