@@ -20,7 +20,8 @@ __all__ = ["Emitted", "OperatorOpenContext", "RecordContext"]
 
 
 class Emitted(NamedTuple):
-    """One record a call emitted (a named tuple: one is built per output record)."""
+    """One record a call emitted (a named tuple: one is built per output record, by
+    ``tuple.__new__``, which skips the named tuple's Python-level ``__new__``)."""
 
     topic: str
     key: bytes | None
@@ -57,7 +58,7 @@ class RecordContext:
         if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
             raise TypeError("emit takes bytes: encode the key and value first")
         if partition is None:
-            self.emitted.append(Emitted(topic, key, value))
+            self.emitted.append(tuple.__new__(Emitted, (topic, key, value, None)))
             return
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise ValueError(f"emit's partition is a partition number, not {partition!r}")

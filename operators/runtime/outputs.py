@@ -91,7 +91,8 @@ class Outputs:
             else:
                 raise ValueError(f"{topic} has {partitions} partitions; {asked} was asked for")
             if sink is not None:
-                sink.write(SinkRecord(topic, partition, key, value, source, index), interval)
+                record = tuple.__new__(SinkRecord, (topic, partition, key, value, source, index))
+                sink.write(record, interval)
                 continue
             if self._headers[0] != interval:  # one list per interval, shared by its records
                 meta = RecordMeta(self._attempt, interval, self._name, pipeline=self._graph.name)
