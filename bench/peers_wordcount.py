@@ -27,8 +27,10 @@ Whether an output is transactional is measured, not assumed (`transaction_marker
 run, the offsets of ``counts-<tag>`` span more than the records read from it only if commit
 or abort markers (control records, which take an offset each) are among them.
 
-The peers run in their own throwaway environments (``uv run --isolated --no-project --with
-<pinned>``) and nothing of theirs is imported here. A run, on fresh topics: start the
+The peers run in environments of their own with their pinned versions (`peer_python`: made
+once with ``uv`` under ``~/.cache/sluicegate/bench-envs`` and reused, so that a cold start
+times the peer's start, not the making of its environment, as sluicegate's times the start
+of an installed package), and nothing of theirs is imported here. A run, on fresh topics: start the
 processes, wait until the consumer group has every process (peers) and a warm-up line on each
 input partition has come out counted (every system: it is running end to end), then produce
 every input line (as fast as one producer writes) and wait for the last count visible to a
@@ -53,6 +55,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import random
@@ -75,6 +78,7 @@ from aiokafka.errors import KafkaError
 from bench.cpu import BrokerCpu, tree_cpu
 from bench.processes import ProcessCluster, kafka_bootstrap
 from bench.table import out_dir, record, report_table
+from sluicegate.devkafka.jars import default_kafka_home
 from sluicegate.operators.kafka import clients as kafka_clients
 from sluicegate.operators.runtime.readers import committed_from_start
 from sluicegate.operators.runtime.topics import ensure_topics
@@ -179,15 +183,34 @@ class Processes:
     pids: list[int]
 
 
+def peer_python(system: str) -> Path:
+    """The Python of an environment with ``system``'s pinned packages: made on first use (a
+    marker file naming the pins says it is complete), then reused."""
+    _, pins = PEERS[system]
+    env = default_kafka_home() / "bench-envs" / f"{system}-{_pins_digest(pins)}"
+    python, marker = env / "bin" / "python", env / "pins.txt"
+    if marker.is_file() and marker.read_text() == "\n".join(pins):
+        return python
+    uv = shutil.which("uv") or str(_REPO / ".tools" / "bin" / "uv")
+    shutil.rmtree(env, ignore_errors=True)
+    subprocess.run([uv, "venv", "--quiet", "--python", "3.11", str(env)], check=True)
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(python), *pins], check=True)
+    marker.write_text("\n".join(pins))
+    return python
+
+
+def _pins_digest(pins: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(pins).encode()).hexdigest()[:12]
+
+
 @contextlib.contextmanager
 def peer_processes(
     setup: Setup, root: Path, bootstrap: str, tag: str, extra: Sequence[str] = ()
 ) -> Iterator[Processes]:
     """``setup.processes`` processes of a peer, each in its own session; all killed on exit.
     ``extra``: more arguments for its script."""
-    script, pins = PEERS[setup.system]
-    uv = shutil.which("uv") or str(_REPO / ".tools" / "bin" / "uv")
-    with_ = [arg for pin in pins for arg in ("--with", pin)]
+    script, _ = PEERS[setup.system]
+    python = peer_python(setup.system)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     children: list[tuple[subprocess.Popen[bytes], Path]] = []
 
@@ -202,9 +225,9 @@ def peer_processes(
             state = root / f"state-{n}"
             state.mkdir()
             log = root / f"{setup.system}-{n}.log"
-            command = [uv, "run", "--isolated", "--no-project", *with_, "python",
-                       str(_REPO / "bench" / "peers" / script), "--bootstrap", bootstrap,
-                       "--tag", tag, "--state-dir", str(state), *extra]  # fmt: skip
+            command = [str(python), str(_REPO / "bench" / "peers" / script),
+                       "--bootstrap", bootstrap, "--tag", tag, "--state-dir", str(state),
+                       *extra]  # fmt: skip
             with log.open("wb") as out:
                 child = subprocess.Popen(
                     command, env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT,
@@ -387,6 +410,8 @@ async def bench(
     expected[WARMUP] += PARTITIONS
     words = sum(len(line.split()) for line in lines)
     times: dict[Setup, list[Timed]] = {s: [] for s in setups}
+    for system in dict.fromkeys(s.system for s in setups if s.system in PEERS):
+        peer_python(system)  # made before any timing, once
     for r in range(rounds):
         print(f"round {r + 1} of {rounds}")
         for setup in setups[r % len(setups) :] + setups[: r % len(setups)]:
