@@ -11,7 +11,9 @@ best mode; the guarantee column says what each one's output is, as observed (bel
 
 * **sluicegate**: ``sluicegate.testing.word_count`` (tokenizer x2, counter x2,
   exactly-once sink), a coordinator checkpointing every 1 s and 1 or 2 workers as real
-  processes (`bench.processes.ProcessCluster`; 4 or 2 slots each);
+  processes (`bench.processes.ProcessCluster`; 4 or 2 slots each, as many as the subtasks, so
+  the coordinator runs with ``--settle 0``: its first placement does not wait a second for
+  more workers);
 * **Quix Streams** (``bench/peers/quix_wordcount.py``): ``processing_guarantee="exactly-once"``,
   ``commit_interval=1.0``, RocksDB state with changelog topics, ``group_by`` for the word topic;
   1 or 2 processes in one consumer group;
@@ -251,10 +253,12 @@ def peer_processes(
 
 @contextlib.contextmanager
 def sluicegate_processes(setup: Setup, root: Path, bootstrap: str, tag: str) -> Iterator[Processes]:
-    """A coordinator (checkpoint every 1 s) and ``setup.processes`` workers, 4 slots in all."""
+    """A coordinator (checkpoint every 1 s) and ``setup.processes`` workers, 4 slots in all:
+    as many as the job's subtasks, so the first placement need not wait for more workers to
+    join (``--settle 0``; it waits until the workers started have the slots)."""
     imports = "from sluicegate.testing import word_count"
     with ProcessCluster(root, bootstrap, imports, f"word_count({tag!r})") as cluster:
-        cluster.start_coordinator(interval=1.0)
+        cluster.start_coordinator(interval=1.0, settle=0.0)
         for n in range(setup.processes):
             cluster.start_worker(f"w{n}", slots=4 // setup.processes)
         yield Processes(cluster.check_alive, [p.pid for p in cluster.processes.values()])

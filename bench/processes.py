@@ -78,9 +78,13 @@ class ProcessCluster:
         self.log_paths: dict[str, Path] = {}
         self._starts: Counter[str] = Counter()
 
-    def start_coordinator(self, *, interval: float, heartbeat_timeout: float = 6.0) -> None:
+    def start_coordinator(
+        self, *, interval: float, heartbeat_timeout: float = 6.0, settle: float | None = None
+    ) -> None:
+        """``settle``: its ``--settle`` (None: the default)."""
         args = ["coordinator", "--interval", str(interval), "--http-port", "0"]
-        self._start("coordinator", [*args, "--heartbeat-timeout", str(heartbeat_timeout)])
+        args += ["--heartbeat-timeout", str(heartbeat_timeout)]
+        self._start("coordinator", args + ([] if settle is None else ["--settle", str(settle)]))
 
     def start_worker(
         self, worker_id: str, *, slots: int, extra: Sequence[str] = ()

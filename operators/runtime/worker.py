@@ -6,7 +6,10 @@
    bus in one process); the coordinator re-sends the current assignment to any worker whose
    heartbeat disagrees with it;
 2. every ``heartbeat_seconds``: send a `Heartbeat` with the attempt, the running subtasks and
-   their operators' status counts (an agent's runs by status);
+   their operators' status counts (an agent's runs by status). Until its first assignment, and
+   for `EAGER_FOR_SECONDS` at most, every `EAGER_BEAT_SECONDS`: a coordinator hears only the
+   heartbeats sent after it joined, so one started together with the worker would otherwise
+   learn of it a whole heartbeat late (the cold start of a job waited that long);
 3. on `Retire(A)` (phase one of a new attempt A): retire every subtask of an older attempt
    (they are zombies now: the calls they are running may finish, within ``retire_seconds``,
    so that an effect in flight is journaled, not cut off), cancel them, and answer
@@ -62,6 +65,11 @@ from sluicegate.operators.storage.manifest import ManifestStore
 __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
+
+EAGER_BEAT_SECONDS = 0.2
+"""How often a worker that was never assigned beats (if ``heartbeat_seconds`` is longer)."""
+EAGER_FOR_SECONDS = 10.0
+"""How long after its start a worker beats eagerly at most."""
 
 
 @dataclass(slots=True)
@@ -137,6 +145,7 @@ class Worker:
                 await self._stop_subtasks()
 
     async def _heartbeat(self) -> None:
+        eager_until = asyncio.get_running_loop().time() + EAGER_FOR_SECONDS
         while True:
             running = tuple(sorted(n for n, h in self._hosted.items() if not h.task.done()))
             counts = {n: self._counts(n) for n in running}
@@ -150,7 +159,9 @@ class Worker:
                     counts,
                 )
             )
-            await asyncio.sleep(self.settings.heartbeat_seconds)
+            eager = self.attempt == 0 and asyncio.get_running_loop().time() < eager_until
+            every = self.settings.heartbeat_seconds
+            await asyncio.sleep(min(every, EAGER_BEAT_SECONDS) if eager else every)
 
     def _counts(self, name: str) -> dict[str, dict[str, int]]:
         """What the heartbeat reports of running subtask ``name``: its operator's counts and

@@ -52,6 +52,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=_default(CoordinatorSettings, "heartbeat_timeout_seconds"),
         help="seconds before a worker is dead",
     )
+    coordinator.add_argument(
+        "--settle",
+        dest="settle_seconds",
+        type=float,
+        default=_default(CoordinatorSettings, "settle_seconds"),
+        help="seconds the first placement waits after the first worker is heard, so workers "
+        "started together all get subtasks (0: as soon as the workers have enough slots)",
+    )
     _add_bootstrap(coordinator)
     coordinator.add_argument(
         "--http-host",
