@@ -233,7 +233,12 @@ class KafkaJournal:
         tps = [TopicPartition(self._topic, p) for p in self._partitions]
         if not tps:
             return
-        consumer = kafka_clients.consumer(self._bootstrap, enable_auto_commit=False, group_id=None)
+        consumer = kafka_clients.consumer(
+            self._bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            fetch_max_wait_ms=kafka_clients.READ_TO_END_WAIT_MS,
+        )
         try:
             await consumer.start()
             await self._read_to_end(consumer, tps)

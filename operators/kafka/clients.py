@@ -24,7 +24,20 @@ from aiokafka.helpers import create_ssl_context
 from sluicegate.operators.exceptions import ConfigError
 from sluicegate.operators.kafka.settings import KafkaLike, KafkaSettings
 
-__all__ = ["admin", "bare_client", "connection_options", "consumer", "producer", "settings_of"]
+__all__ = [
+    "READ_TO_END_WAIT_MS",
+    "admin",
+    "bare_client",
+    "connection_options",
+    "consumer",
+    "producer",
+    "settings_of",
+]
+
+READ_TO_END_WAIT_MS = 50
+"""``fetch_max_wait_ms`` of a consumer that reads partitions to their end offsets (a rebuild at
+start): the broker answers a connection's requests in order, so with the default long poll
+(500 ms) in flight, every end-offsets request waited up to half a second behind it."""
 
 BOOTSTRAP_GRACE_S = 5.0
 """How long a cancelled `start()` lets the client's bootstrap finish (see `_bootstrap_closing`)."""

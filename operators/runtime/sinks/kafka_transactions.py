@@ -161,6 +161,7 @@ class KafkaTransactions:
             isolation_level=isolation,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            fetch_max_wait_ms=kafka_clients.READ_TO_END_WAIT_MS,
         )
         try:  # started inside: a cancel during start must still stop it
             await _start(consumer)
