@@ -218,7 +218,12 @@ class Subtask:
                 state = states[topic, partition] = store.partition(topic, partition)
             return state
 
-        producer = kafka_clients.producer(self._bootstrap, enable_idempotence=True, linger_ms=5)
+        producer = kafka_clients.producer(
+            self._bootstrap,
+            enable_idempotence=True,
+            linger_ms=5,
+            max_batch_size=kafka_clients.BATCH_BYTES,
+        )
         closing.push_async_callback(close_quietly, name, "producer", producer.stop())
         await producer.start()  # a cancel during the start leaves it to be stopped too
         batches = PartitionBatches(producer)

@@ -101,6 +101,7 @@ class KafkaTransactions:
             self._bootstrap,
             transactional_id=self._transactional_id,
             linger_ms=5,
+            max_batch_size=kafka_clients.BATCH_BYTES,
         )
         await self._producer.start()
 
