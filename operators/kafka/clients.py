@@ -40,7 +40,7 @@ BATCH_BYTES = 256 * 1024
 operators and at-least-once sink records, an exactly-once sink's publications): aiokafka's
 16 KiB held about 150 of the word count's records, so every fetch cycle shipped dozens of
 batches; a quarter of Kafka's default ``message.max.bytes`` (1 MiB) cut the word count's CPU a
-word by about a tenth (performance.md)."""
+word by 3-11%, the broker's included 7-11% (performance.md)."""
 
 READ_TO_END_WAIT_MS = 50
 """``fetch_max_wait_ms`` of a consumer that reads partitions to their end offsets (a rebuild at
