@@ -59,6 +59,9 @@ class _Partition:
     """The headers of the last record that decoded, and what they decoded to: the records
     of one writer in one interval carry equal headers, and comparing is cheaper than hashing
     them for `HeaderDecoder`."""
+    accepted: Channel | None = None
+    """The channel of the last record if ``headers`` made it an accepted data record: a record
+    with the same headers is one too, unless the filter has fenced the subtask since."""
 
 
 class Inputs:
@@ -97,13 +100,15 @@ class Inputs:
             self.source_next[known.partition] = record.offset + 1
             return known.channels[SOURCE_WRITER]
         if record.headers == known.headers:
+            if known.accepted is not None and self._filter.fenced_by is None:
+                return known.accepted  # the common case: the same writer, interval, attempt
             meta = known.meta
         else:
             try:
                 meta = self._decode_headers(record.headers)
             except MalformedHeadersError as exc:
                 return Rejected(exc)
-            known.headers, known.meta = record.headers, meta
+            known.headers, known.meta, known.accepted = record.headers, meta, None
         if meta is not None and meta.pipeline not in (None, self._pipeline):
             reason = f"written by pipeline {meta.pipeline!r}, not {self._pipeline!r}"
             return Rejected(ValueError(reason))
@@ -118,4 +123,5 @@ class Inputs:
             return Rejected(ValueError(f"unknown writer {writer!r}"))
         if meta is not None and meta.checkpoint_id is not None:
             return BarrierAt(channel, meta.checkpoint_id, record.offset)
+        known.accepted = channel
         return channel

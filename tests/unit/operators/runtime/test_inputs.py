@@ -69,6 +69,23 @@ def test_older_attempts_are_skipped_and_a_newer_one_fences() -> None:
     assert ins.classify(stamped(2)) == Fenced(2, 3)  # a zombie does not come back
 
 
+def test_remembered_data_headers_are_fenced_once_a_newer_attempt_is_read_anywhere() -> None:
+    other = TopicPartition("words", 2)
+    channels = [Channel(WORDS, WRITER), Channel(other, WRITER)]
+    ins = Inputs("wc", channels, [], RestoreFilter(2, restored_checkpoint_id=4))
+    assert ins.classify(stamped(0)) == Channel(WORDS, WRITER)
+    assert ins.classify(stamped(1)) == Channel(WORDS, WRITER)  # remembered as accepted
+    newer = RecordMeta(3, 5, WRITER, pipeline="wc")
+    assert ins.classify(record(other, 0, encode_headers(newer))) == Fenced(2, 3)
+    assert ins.classify(stamped(2)) == Fenced(2, 3)  # the same headers: fenced all the same
+    # a marker between data records of the same writer and interval is still a marker
+    fresh = inputs()
+    assert fresh.classify(stamped(0)) == Channel(WORDS, WRITER)
+    marker = stamped(1, kind=RecordKind.BARRIER, checkpoint_id=5)
+    assert fresh.classify(marker) == BarrierAt(Channel(WORDS, WRITER), 5, 1)
+    assert fresh.classify(stamped(2, interval=6)) == Channel(WORDS, WRITER)
+
+
 @pytest.mark.parametrize(
     ("headers", "reason"),
     [
