@@ -25,36 +25,38 @@ _LISTEN = "0A"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from field 3 of proc(5) on (None: gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
-    fields = stat[stat.rindex(")") + 2 :].split()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
     return (utime + stime) / _TICKS
 
 
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])  # field 4 of proc(5)
-
-
 def tree_cpu(roots: Iterable[int]) -> float:
     """CPU seconds so far of processes ``roots`` and every live descendant of theirs (a peer
-    run through ``uv run`` does its work in a child of the process started)."""
-    parents = {pid: _parent(pid) for pid in _pids()}
-    tree = set(roots)
-    grew = True
-    while grew:
-        found = {pid for pid, parent in parents.items() if parent in tree} - tree
-        tree |= found
-        grew = bool(found)
+    started through a launcher does its work in a child of the process started)."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        if (fields := _stat(pid)) is not None:
+            children.setdefault(int(fields[1]), []).append(pid)  # field 4: the parent
+    tree, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
     return sum(cpu for pid in tree if (cpu := process_cpu(pid)) is not None)
 
 

@@ -79,6 +79,7 @@ from aiokafka.errors import KafkaError
 
 from bench.cpu import BrokerCpu, tree_cpu
 from bench.processes import ProcessCluster, kafka_bootstrap
+from bench.stats import median_spread
 from bench.table import out_dir, record, report_table
 from sluicegate.devkafka.jars import default_kafka_home
 from sluicegate.operators.kafka import clients as kafka_clients
@@ -393,7 +394,7 @@ def cpu_per_word(runs: Sequence[Timed], words: int) -> tuple[str, str]:
     """Median (and spread) of the runs' CPU µs a word; the same with the broker's CPU added
     (``-`` when the broker is not a local process)."""
     own = [t.cpu / words * 1e6 for t in runs]
-    shown = f"{median(own):.1f} ({min(own):.1f}-{max(own):.1f})"
+    shown = median_spread(own)
     if any(t.broker_cpu is None for t in runs):
         return shown, "-"
     both = [(t.cpu + (t.broker_cpu or 0.0)) / words * 1e6 for t in runs]

@@ -29,9 +29,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from statistics import median
 
 from bench.cpu import BrokerCpu
+from bench.stats import median_spread
 from bench.table import report_table
 from sluicegate.coordinator.local import LocalJob
 from sluicegate.coordinator.settings import CoordinatorSettings
@@ -111,17 +111,13 @@ def cpu_table(runs: list[tuple[float, float | None]], words: int, lines_count: i
     """The CPU µs a word of the plain runs, median and spread, with the broker's."""
     own = [cpu / words * 1e6 for cpu, _ in runs]
     known = [(cpu + b) / words * 1e6 for cpu, b in runs if b is not None]
-    both = (
-        "-"
-        if len(known) < len(runs)
-        else f"{median(known):.1f} ({min(known):.1f}-{max(known):.1f})"
-    )
+    both = "-" if len(known) < len(runs) else median_spread(known)
     report_table(
         "profile_wordcount",
         f"Word count in one process, input written first: {lines_count:,} lines, {words:,} "
         f"words, {len(runs)} runs",
         ("CPU µs a word, median (spread)", "with the broker's"),
-        [(f"{median(own):.1f} ({min(own):.1f}-{max(own):.1f})", both)],
+        [(median_spread(own), both)],
         ["From LocalJob.start to the last count emitted; exactly-once sink, checkpoints "
          "every second; no reader of the output in the process; target 12 µs a word."],
     )  # fmt: skip

@@ -37,6 +37,12 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     return min(values), max(values)
 
 
+def median_spread(values: Sequence[float]) -> str:
+    """``median (lowest-highest)`` of ``values``, one decimal each."""
+    low, high = spread(values)
+    return f"{median(values):.1f} ({low:.1f}-{high:.1f})"
+
+
 def paired_ratios(
     measured: Sequence[Sequence[float]], baseline: Sequence[Sequence[float]]
 ) -> list[float]:

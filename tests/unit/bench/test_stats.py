@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.stats import paired_ratios, percentile, spread
+from bench.stats import median_spread, paired_ratios, percentile, spread
 
 
 def test_percentile_is_the_nearest_rank() -> None:
@@ -44,3 +44,7 @@ def test_paired_ratios_refuse_unpaired_empty_or_zero_rounds(
 ) -> None:
     with pytest.raises(ValueError):
         paired_ratios(measured, baseline)
+
+
+def test_median_spread_reads_median_then_lowest_to_highest() -> None:
+    assert median_spread([3.0, 1.04, 2.0]) == "2.0 (1.0-3.0)"
