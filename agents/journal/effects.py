@@ -346,21 +346,29 @@ class _Performance:
         ``issuing``, the ``issued`` write started beside the call, is awaited together with
         the ``done`` write, which begins after it and so lands after it in the partition."""
         written = self._done(value, error)
+        writing = self._write(written)  # handed over now, behind ``issuing``
         if not self.deferring:
-            return await self._settle(written, False, issuing)
-        settled = asyncio.ensure_future(self._settle(written, False, issuing))
+            return await self._settle(written, False, issuing, writing)
+        settled = asyncio.ensure_future(self._settle(written, False, issuing, writing))
         provisional = _outcome(written, replayed=False)
         return Deferred(self.effect.key, provisional, settled)
 
     async def _settle(
-        self, written: JournalEntry, replayed: bool, issuing: Awaitable[None] | None
+        self,
+        written: JournalEntry,
+        replayed: bool,
+        issuing: Awaitable[None] | None,
+        writing: Awaitable[None] | None = None,
     ) -> EffectResult:
-        """Await the ``done`` write (with ``issuing``); the outcome the journal keeps."""
+        """Await the ``done`` write (``writing``, begun here if None; with ``issuing``); the
+        outcome the journal keeps."""
         effect = self.effect
+        if writing is None:
+            writing = self._write(written)
         if issuing is None:
-            await self._write(written)
+            await writing
         else:
-            await _all_durable(issuing, self._write(written))
+            await _all_durable(issuing, writing)
             self.resolution.apply(EffectEvent.ISSUE)
         self.resolution.apply(EffectEvent.COMPLETE)
         kept = self.driver.journal.get(effect.key)[1] or written

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -19,6 +19,7 @@ from aiokafka.errors import KafkaError
 
 from sluicegate.agents.journal.entries import EntryStatus, JournalEntry, record_key
 from sluicegate.agents.journal.exceptions import JournalCorruptError, JournalUnavailableError
+from sluicegate.agents.journal.outbox import Outbox
 from sluicegate.agents.journal.store import JournalIndex, StatusCounts
 from sluicegate.operators.kafka import KafkaLike, clients as kafka_clients
 
@@ -44,6 +45,13 @@ def _parse_record_key(raw: bytes | None) -> tuple[str, EntryStatus] | None:
     if status == "done":
         return key, "done"
     return None
+
+
+def _written() -> asyncio.Future[None]:
+    """A write that needed no record: complete already."""
+    written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    written.set_result(None)
+    return written
 
 
 class KafkaJournal:
@@ -74,7 +82,7 @@ class KafkaJournal:
         self._rebuild_timeout = rebuild_timeout_seconds
         self._index = JournalIndex()
         self._producer: Any = None
-        self._handing_over = asyncio.Lock()  # keeps writes in the order they began
+        self._outbox: Outbox | None = None
         self.corrupt_records = 0
         """Records skipped at the last rebuild because they did not decode."""
 
@@ -110,6 +118,7 @@ class KafkaJournal:
             await producer.stop()
             raise
         self._producer = producer
+        self._outbox = Outbox(producer, self._topic, self._settle)
         counts = self._index.counts()
         logger.info(
             "journal %s started on partitions %s: %s issued, %s done, %s corrupt records skipped",
@@ -122,7 +131,7 @@ class KafkaJournal:
 
     async def stop(self) -> None:
         """Stop the producer; the index is kept but writes are refused until restarted."""
-        producer, self._producer = self._producer, None
+        producer, self._producer, self._outbox = self._producer, None, None
         if producer is not None:
             await producer.stop()
             logger.info("journal %s stopped", self._topic)
@@ -136,45 +145,45 @@ class KafkaJournal:
         written."""
         return self._index.unacknowledged(key)
 
-    async def write(self, entry: JournalEntry, *, partition: int) -> None:
-        """Append ``entry`` to ``partition`` and wait until all in-sync replicas have it.
+    def write(self, entry: JournalEntry, *, partition: int) -> Awaitable[None]:
+        """Hand ``entry`` to ``partition`` now; the awaitable returned completes once all
+        in-sync replicas have it.
 
-        Writes are handed to the producer in the order they began, so a write begun while
-        another is unacknowledged lands after it in the partition; the producer batches
-        writes in flight together (concurrent runs, a ``done`` behind its ``issued``) into
+        Entries are handed over in the order of these calls: one begun while another is
+        unacknowledged lands after it in the partition. The entries of one turn of the event
+        loop (concurrent runs, a ``done`` behind its ``issued``) go as one batch a partition
+        (`agents.journal.outbox`), and the producer puts batches in flight together into
         shared produce requests.
 
         A ``done`` for a key whose ``done`` the index holds is not sent: the first stays (in
         a compacted topic the last record of a key would otherwise replace it).
 
         Raises:
-            ValueError: this journal does not serve ``partition``.
-            JournalUnavailableError: the broker did not acknowledge the write; a ``done`` is
-                then held as :meth:`unacknowledged`.
+            ValueError: this journal does not serve ``partition`` (at once).
+            JournalUnavailableError: the broker did not acknowledge the write (on await); a
+                ``done`` is then held as :meth:`unacknowledged`.
         """
-        producer = self._require_producer(partition)
+        self._require_producer(partition)
         if entry.status == "done" and self._index.has_done(entry.key):
             logger.debug("journal %s: %s is done already; not written", self._topic, entry.key)
-            return
-        try:
-            async with self._handing_over:
-                delivered = await producer.send(
-                    self._topic,
-                    entry.encode(),
-                    key=record_key(entry.key, entry.status),
-                    partition=partition,
-                )
-            await delivered
-        except KafkaError as exc:
-            self._index.hold(entry)
-            raise JournalUnavailableError(
-                f"write of {entry.status} {entry.key!r}", partition, repr(exc)
-            ) from exc
-        except BaseException:  # cancelled while sending: the entry may be durable all the same
-            self._index.hold(entry)
-            raise
-        self._index.put(entry, partition)
-        logger.debug("journal %s: %s %s", self._topic, entry.status, entry.key)
+            return _written()
+        assert self._outbox is not None
+        return self._outbox.add(entry, partition)
+
+    def _settle(
+        self, entry: JournalEntry, partition: int, error: BaseException | None
+    ) -> BaseException | None:
+        """Fold the fate of a write into the index; the error its writer sees."""
+        if error is None:
+            self._index.put(entry, partition)
+            logger.debug("journal %s: %s %s", self._topic, entry.status, entry.key)
+            return None
+        self._index.hold(entry)  # it may be durable all the same
+        if isinstance(error, KafkaError | asyncio.CancelledError):
+            return JournalUnavailableError(
+                f"write of {entry.status} {entry.key!r}", partition, repr(error)
+            )
+        return error
 
     async def forget_run(self, run_id: str, *, partition: int) -> int:
         """Tombstone both record keys of every effect of ``run_id`` held in ``partition``.

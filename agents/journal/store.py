@@ -10,7 +10,7 @@ holds it as unacknowledged, and the driver writes that same entry again instead 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from sluicegate.agents.journal.entries import EntryStatus, JournalEntry
@@ -37,12 +37,14 @@ class Journal(Protocol):
         ``key`` is written; ``None`` if there is none."""
         ...
 
-    async def write(self, entry: JournalEntry, *, partition: int) -> None:
-        """Append ``entry`` to ``partition``; return only once it is durable.
+    def write(self, entry: JournalEntry, *, partition: int) -> Awaitable[None]:
+        """Append ``entry`` to ``partition``; the awaitable completes only once it is durable.
 
-        A ``done`` for a key that has one is not written: the first ``done`` stays. On an
-        exception the entry may or may not be durable, and :meth:`get` does not show it; a
-        ``done`` is then shown by :meth:`unacknowledged`.
+        A journal may hand the entry over when called (`KafkaJournal` does) or when awaited (a
+        coroutine); entries handed over land in that order. A ``done`` for a key that has one
+        is not written: the first ``done`` stays. On an exception the entry may or may not be
+        durable, and :meth:`get` does not show it; a ``done`` is then shown by
+        :meth:`unacknowledged`.
         """
         ...
 

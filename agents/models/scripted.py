@@ -68,7 +68,8 @@ class ScriptedModel:
         self.latency_s = latency_s
         self.calls = 0
         self._policy = policy
-        self._sizes: dict[int, tuple[ChatMessage, int]] = {}
+        self._sizes: dict[int, int] = {}
+        self._kept: dict[int, ChatMessage] = {}  # so that a remembered id is not reused
 
     def __repr__(self) -> str:
         return f"ScriptedModel(name={self.name!r}, calls={self.calls})"
@@ -104,13 +105,20 @@ class ScriptedModel:
         """`estimate_tokens` of ``messages``, each message's size counted once per model: a
         conversation comes back longer at every step, and counting it whole each time made a
         run's cost grow with the square of its length. Sizes are kept by the identity of the
-        message (which is kept too, so its id is not reused while remembered)."""
-        sizes, chars = self._sizes, 0
-        for message in messages:
-            kept = sizes.get(id(message))
-            if kept is None:
-                if len(sizes) >= _MAX_SIZES:
-                    sizes.clear()
-                kept = sizes[id(message)] = (message, _chars(message))
-            chars += kept[1]
+        message (which is kept too, so its id is not reused while remembered); the lookups
+        run in C (``map``), only a message not seen yet is measured in Python."""
+        sizes: list[int | None] = list(map(self._sizes.get, map(id, messages)))
+        try:
+            return _tokens(sum(sizes))  # type: ignore[arg-type]
+        except TypeError:  # a None: a message not seen yet
+            pass
+        if len(self._sizes) + len(messages) > _MAX_SIZES:
+            self._sizes.clear()
+            self._kept.clear()
+        chars = 0
+        for message, size in zip(messages, sizes, strict=True):
+            if size is None:
+                size = self._sizes[id(message)] = _chars(message)
+                self._kept[id(message)] = message
+            chars += size
         return _tokens(chars)

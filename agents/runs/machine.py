@@ -212,7 +212,6 @@ def after_model(
     }
     if changed:
         update["offered_tools"] = state.offered_tools | changed
-    base = state.model_copy(update=update)
     event: Event = {
         "type": "model",
         "step": step,
@@ -227,9 +226,9 @@ def after_model(
         event["blob"] = blob
     if changed:
         event["offered_tools"] = changed
-    if message.tool_calls:
-        state = base.model_copy(update={"pending_calls": message.tool_calls, "call_index": 0})
-        return _emit(state, event)
+    if message.tool_calls:  # the usual step: one copy of the run
+        return _emit(state, event, **update, pending_calls=message.tool_calls, call_index=0)
+    base = state.model_copy(update=update)
     done = _finish(base, RunStatus.DONE, None, answer=message.content or "")
     return _emit(done, event | {"status": "done"})
 
@@ -277,9 +276,8 @@ def after_tool(
         else e
         for e in state.effects
     )
-    state = _pop_call(state, action.call, content, now).model_copy(
-        update={"effects": effects, "blobs": _with_blob(state.blobs, blob)}
-    )
+    update = _popped_call(state, action.call, content, now)
+    update |= {"effects": effects, "blobs": _with_blob(state.blobs, blob)}
     event: Event = {
         "type": "tool",
         "tool": action.tool.name,
@@ -293,13 +291,13 @@ def after_tool(
         event["recorded"] = True
     if blob is not None:
         event["blob"] = blob
-    return _emit(state, event)
+    return _emit(state, event, **update)
 
 
 def reject_call(state: RunState, action: RejectCall, now: float) -> Transition:
-    state = _pop_call(state, action.call, f"error: {action.error}", now)
+    update = _popped_call(state, action.call, f"error: {action.error}", now)
     event: Event = {"type": "tool_rejected", "tool": action.call.name, "error": action.error}
-    return _emit(state, event | {"call_id": action.call.id})
+    return _emit(state, event | {"call_id": action.call.id}, **update)
 
 
 def blob_unavailable(
@@ -360,7 +358,7 @@ def decide_approval(
         state = running.model_copy(update={"approved_calls": approved_calls, "updated_at": now})
         return _emit(state, event)
     content = f"rejected by {by}: {reason or 'no reason given'}"
-    return _emit(_pop_call(running, pending.call, content, now), event)
+    return _emit(running, event, **_popped_call(running, pending.call, content, now))
 
 
 def fail(state: RunState, reason: str, now: float, *, unknown_key: str | None = None) -> Transition:
@@ -383,18 +381,17 @@ def _with_blob(blobs: tuple[str, ...], blob: str | None) -> tuple[str, ...]:
     return blobs if blob is None or blob in blobs else (*blobs, blob)
 
 
-def _pop_call(state: RunState, call: ToolCall, content: str, now: float) -> RunState:
+def _popped_call(state: RunState, call: ToolCall, content: str, now: float) -> dict[str, Any]:
+    """The update that answers ``call``, the first pending call, with a tool message."""
     assert state.pending_calls
     assert state.pending_calls[0].id == call.id
     message = ChatMessage(role="tool", content=content, tool_call_id=call.id)
-    return state.model_copy(
-        update={
-            "messages": (*state.messages, message),
-            "pending_calls": state.pending_calls[1:],
-            "call_index": state.call_index + 1,
-            "updated_at": now,
-        }
-    )
+    return {
+        "messages": (*state.messages, message),
+        "pending_calls": state.pending_calls[1:],
+        "call_index": state.call_index + 1,
+        "updated_at": now,
+    }
 
 
 def _finish(state: RunState, status: RunStatus, reason: str | None, **update: Any) -> RunState:
@@ -409,18 +406,21 @@ def _status(state: RunState, status: RunStatus) -> RunState:
     return state.model_copy(update={"status": status})
 
 
-def _emit(state: RunState, event: Event) -> Transition:
-    """Stamp the event with the run, its sequence number, step and time (``at``: the ``now``
-    of the transition, which every transition writes to ``updated_at``); count it."""
+def _emit(state: RunState, event: Event, **update: Any) -> Transition:
+    """``state`` with ``update`` (one copy of the run, the event counted); the event stamped
+    with the run, its sequence number, step and time (``at``: the ``now`` of the transition,
+    which every transition writes to ``updated_at``) as of the new state."""
+    seq = state.events
+    state = state.model_copy(update={**update, "events": seq + 1})
     stamped = {
         "run_id": state.run_id,
-        "seq": state.events,
+        "seq": seq,
         "step": state.step,
         "at": state.updated_at,
         **event,
     }
     stamped.setdefault("status", state.status.value)
-    return Transition(state.model_copy(update={"events": state.events + 1}), stamped)
+    return Transition(state, stamped)
 
 
 def with_status(state: RunState, status: RunStatus) -> RunState:

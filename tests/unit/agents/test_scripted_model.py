@@ -110,3 +110,16 @@ async def test_a_growing_conversation_is_counted_as_a_whole_one_would_be() -> No
     response = await model.complete(messages, [], idempotency_key="changed")
     assert response.usage.prompt_tokens == estimate_tokens(messages)
     assert response.usage.prompt_tokens > 100
+
+
+async def test_a_model_that_forgets_the_sizes_it_remembered_still_counts_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sluicegate.agents.models.scripted._MAX_SIZES", 4)
+    model = ScriptedModel(echo)
+    messages = conversation()
+    for n in range(6):  # the remembered sizes are dropped every other call or so
+        messages.append(ChatMessage(role="user", content="z" * (n * 11 + 1)))
+        response = await model.complete(list(messages), [], idempotency_key=f"k{n}")
+        assert response.usage.prompt_tokens == estimate_tokens(messages)
+        assert len(model._sizes) <= len(messages)
