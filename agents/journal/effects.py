@@ -349,7 +349,7 @@ class _Performance:
         writing = self._write(written)  # handed over now, behind ``issuing``
         if not self.deferring:
             return await self._settle(written, False, issuing, writing)
-        settled = asyncio.ensure_future(self._settle(written, False, issuing, writing))
+        settled = self._settle_later(written, issuing, writing)
         provisional = _outcome(written, replayed=False)
         return Deferred(self.effect.key, provisional, settled)
 
@@ -362,20 +362,52 @@ class _Performance:
     ) -> EffectResult:
         """Await the ``done`` write (``writing``, begun here if None; with ``issuing``); the
         outcome the journal keeps."""
-        effect = self.effect
         if writing is None:
             writing = self._write(written)
         if issuing is None:
             await writing
         else:
             await _all_durable(issuing, writing)
+        return self._durable(written, replayed, issued=issuing is not None)
+
+    def _settle_later(
+        self, written: JournalEntry, issuing: Awaitable[None] | None, writing: Awaitable[None]
+    ) -> asyncio.Future[EffectResult]:
+        """As `_settle` without a task of its own: the future completes from a callback once
+        every write has settled (a step defers two effects, twenty runs step at once)."""
+        settled: asyncio.Future[EffectResult] = asyncio.get_running_loop().create_future()
+        writes = asyncio.gather(
+            *(w for w in (issuing, writing) if w is not None), return_exceptions=True
+        )
+
+        def on_writes(gathered: asyncio.Future[list[Any]]) -> None:
+            if settled.done():  # its awaiter gave up
+                return
+            outcomes = [] if gathered.cancelled() else gathered.result()
+            failed = [o for o in outcomes if isinstance(o, BaseException)]
+            if gathered.cancelled() or failed:
+                settled.set_exception(failed[0] if failed else asyncio.CancelledError())
+                return
+            try:
+                settled.set_result(self._durable(written, False, issued=issuing is not None))
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiter, as a task would
+                settled.set_exception(exc)
+
+        writes.add_done_callback(on_writes)
+        return settled
+
+    def _durable(self, written: JournalEntry, replayed: bool, *, issued: bool) -> EffectResult:
+        """The writes are durable: the resolution moves on; the outcome the journal keeps."""
+        effect = self.effect
+        if issued:
             self.resolution.apply(EffectEvent.ISSUE)
         self.resolution.apply(EffectEvent.COMPLETE)
         kept = self.driver.journal.get(effect.key)[1] or written
-        if kept != written:
+        earlier = kept is not written and kept != written  # the index holds what was written
+        if earlier:
             what = f"{effect.key} ({effect.kind.value} {effect.name})"
             logger.warning("effect %s: an earlier done is kept", what)
-        return _outcome(kept, replayed=replayed or kept != written)
+        return _outcome(kept, replayed=replayed or earlier)
 
     def _fail_closed(self, reason: str) -> EffectUnknown:
         effect = self.effect
