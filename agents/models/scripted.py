@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import is_
 
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolSchema, Usage
 from sluicegate.agents.models.pricing import Price
@@ -106,19 +108,16 @@ class ScriptedModel:
         conversation comes back longer at every step, and counting it whole each time made a
         run's cost grow with the square of its length. Sizes are kept by the identity of the
         message (which is kept too, so its id is not reused while remembered); the lookups
-        run in C (``map``), only a message not seen yet is measured in Python."""
+        and the search for messages not seen yet run in C (``map``, ``compress``), only those
+        (a step's reply and tool results) are measured in Python."""
         sizes: list[int | None] = list(map(self._sizes.get, map(id, messages)))
-        try:
-            return _tokens(sum(sizes))  # type: ignore[arg-type]
-        except TypeError:  # a None: a message not seen yet
-            pass
-        if len(self._sizes) + len(messages) > _MAX_SIZES:
+        unseen = list(compress(range(len(sizes)), map(is_, sizes, repeat(None))))
+        if unseen and len(self._sizes) + len(unseen) > _MAX_SIZES:
             self._sizes.clear()
             self._kept.clear()
-        chars = 0
-        for message, size in zip(messages, sizes, strict=True):
-            if size is None:
-                size = self._sizes[id(message)] = _chars(message)
-                self._kept[id(message)] = message
-            chars += size
-        return _tokens(chars)
+            sizes, unseen = [None] * len(messages), list(range(len(messages)))
+        for i in unseen:
+            message = messages[i]
+            sizes[i] = self._sizes[id(message)] = _chars(message)
+            self._kept[id(message)] = message
+        return _tokens(sum(sizes))  # type: ignore[arg-type]  # no None left
