@@ -415,8 +415,9 @@ class AgentOperator(Operator):
             if state.status is RunStatus.WAITING_APPROVAL and delay is not None:
                 ctx.wake(key, after_s=delay)  # woken early: keep the timeout
             return
-        for step in steps:
-            self._save(step, ctx.state, ctx)
+        for step in steps[:-1]:
+            self._save(step, ctx.state, ctx, run_document=False)
+        self._save(steps[-1], ctx.state, ctx)
         state = steps[-1].state
         if state.status is RunStatus.RUNNING or self._rollback_busy(state):
             ctx.wake(key)
@@ -503,9 +504,21 @@ class AgentOperator(Operator):
 
     # -- safe points ----------------------------------------------------------------------
 
-    def _save(self, step: machine.Transition, state: PartitionState, ctx: Context) -> None:
+    def _save(
+        self,
+        step: machine.Transition,
+        state: PartitionState,
+        ctx: Context,
+        *,
+        run_document: bool = True,
+    ) -> None:
         """Write the run and what it puts into memory, append its history, publish its event
-        (and result, if finished)."""
+        (and result, if finished).
+
+        ``run_document=False`` leaves the run's document out: the safe points of one wake-up
+        are saved together, with no await between them, so no checkpoint sees any but the
+        last one's document, and writing the others (a whole conversation each) only to
+        overwrite them would cost an encoding and a RocksDB write of the run a safe point."""
         if self._memory is not None:
             step = self._memory.written(step, state)
             for field, action in (("memory_written", "written"), ("memory_removed", "removed")):
@@ -513,7 +526,8 @@ class AgentOperator(Operator):
                     self._metrics.memory_entries.labels(*self._labels, action).inc(count)
         run = step.state
         key = run.run_id.encode()
-        self._runs.put(state, ctx.partition, run)
+        if run_document:
+            self._runs.put(state, ctx.partition, run)
         history = {k: step.event[k] for k in ("seq", "step", "type", "status")}
         state.put(
             b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sluicegate.agents.journal import InMemoryJournal, JournalEntry, JournalUnavailableError
 from sluicegate.agents.runs.encoding import encode_run
+from sluicegate.agents.runs.state import run_key
 from tests.unit.agents.test_agent_operator import TOPICS, Desk, opened
 
 
@@ -102,3 +103,27 @@ async def test_an_effect_is_not_called_in_the_same_wake_up_as_the_reply_that_ask
     run = desk.world.run()
     assert encode_run(run).document == run.encode()
     assert [c.name for c in run.pending_calls] == ["refund"]
+
+
+async def test_a_wake_up_writes_the_run_once_with_every_safe_point_in_history() -> None:
+    desk = await opened([[("look", {"x": 1}), ("look", {"x": 2})], "done"])
+    await desk.task()
+    tasks = desk.world.state(TOPICS.tasks)
+    writes: list[bytes] = []
+    put = tasks.put
+
+    def counting_put(key: bytes, value: bytes) -> None:
+        writes.append(key)
+        put(key, value)
+
+    tasks.put = counting_put  # type: ignore[method-assign]
+    await desk.step()
+    # One wake-up: the model call and both read-only calls, three safe points.
+    assert [e["type"] for e in desk.world.events()] == ["started", "model", "tool", "tool"]
+    run = desk.world.run()
+    assert writes.count(run_key(run.run_id)) == 1
+    history = [k for k in writes if k.startswith(b"history/")]
+    assert len(history) == 3
+    # What was written is the last safe point's run, as its own encoding gives it.
+    assert tasks.rows[run_key(run.run_id)] == run.encode()
+    assert (run.step, [m.role for m in run.messages[-3:]]) == (1, ["assistant", "tool", "tool"])
