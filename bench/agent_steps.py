@@ -143,11 +143,22 @@ class Window:
     last: float = 0.0
 
 
+def calls_so_far(messages: Sequence[ChatMessage]) -> int:
+    """The assistant messages so far: one past the last one's call number (``call-<n>``). It
+    reads back to the last assistant message only (LangGraph's side does the same): counting
+    every assistant message walked a conversation that grows every step, about a tenth of our
+    CPU a step at 200 steps and the same absolute cost on LangGraph's side."""
+    for m in reversed(messages):
+        if m.role == "assistant":
+            return int(m.tool_calls[0].id.removeprefix("call-")) + 1
+    return 0
+
+
 def counting_agent(steps: int, window: Window | None = None) -> Agent:
     """``add(n, 1)`` for the first ``steps - 1`` model calls, then the answer."""
 
     def policy(messages: Sequence[ChatMessage]) -> ChatMessage:
-        n = sum(1 for m in messages if m.role == "assistant")
+        n = calls_so_far(messages)
         if window is not None and window.first is None:
             window.first = time.monotonic()
         if n + 1 < steps:

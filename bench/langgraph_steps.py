@@ -60,9 +60,19 @@ class RunGraphState(TypedDict):
     messages: Annotated[list[Message], operator.add]
 
 
+def calls_so_far(messages: list[Message]) -> int:
+    """The assistant messages so far: one past the last one's call number (``call-<n>``). It
+    reads back to the last assistant message only, as the sluicegate side does, so neither
+    side's policy walks a conversation that grows every step."""
+    for m in reversed(messages):
+        if m["role"] == "assistant":
+            return int(m["tool_calls"][0]["id"].removeprefix("call-")) + 1
+    return 0
+
+
 def policy(messages: list[Message], steps: int) -> Message:
     """The next assistant message: ``add(n, 1)`` for ``n < steps - 1``, then the answer."""
-    n = sum(1 for m in messages if m["role"] == "assistant")
+    n = calls_so_far(messages)
     if n + 1 < steps:
         call = {"id": f"call-{n}", "name": "add", "arguments": json.dumps({"a": n, "b": 1})}
         return {"role": "assistant", "content": None, "tool_calls": [call]}
