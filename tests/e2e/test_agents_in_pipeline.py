@@ -50,17 +50,15 @@ def tickets() -> list[dict[str, str]]:
 
 @pytest.fixture(params=[False, True], ids=["rocksdb-files", "state-changelog"])
 async def changelog(
-    request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[bool, str]]:
     """Whether the workers run with ``--state-changelog``, and the broker: the demo's topic
-    names are its own, so the second run gets a broker of its own."""
-    if not request.param:
-        yield False, kafka_bootstrap
-        return
+    names are its own (``tickets``, ``notices``), so each run gets a broker of its own; on a
+    shared one (``SLUICEGATE_KAFKA_BOOTSTRAP``) a second run read the first one's notices."""
     broker = DevBroker(port=0, data_dir=tmp_path / "kafka")
     await broker.start_async()
     try:
-        yield True, broker.bootstrap
+        yield request.param, broker.bootstrap
     finally:
         broker.stop()
 
