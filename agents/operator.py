@@ -415,8 +415,8 @@ class AgentOperator(Operator):
             if state.status is RunStatus.WAITING_APPROVAL and delay is not None:
                 ctx.wake(key, after_s=delay)  # woken early: keep the timeout
             return
-        for step in steps[:-1]:
-            self._save(step, ctx.state, ctx, run_document=False)
+        for step in steps[:-1]:  # saved with the last, no await between: no checkpoint
+            self._record(step, ctx.state, ctx)  # could see their run documents
         self._save(steps[-1], ctx.state, ctx)
         state = steps[-1].state
         if state.status is RunStatus.RUNNING or self._rollback_busy(state):
@@ -504,21 +504,17 @@ class AgentOperator(Operator):
 
     # -- safe points ----------------------------------------------------------------------
 
-    def _save(
-        self,
-        step: machine.Transition,
-        state: PartitionState,
-        ctx: Context,
-        *,
-        run_document: bool = True,
-    ) -> None:
-        """Write the run and what it puts into memory, append its history, publish its event
-        (and result, if finished).
+    def _save(self, step: machine.Transition, state: PartitionState, ctx: Context) -> None:
+        """Write the run's document, then `_record` the safe point."""
+        self._runs.put(state, ctx.partition, step.state)
+        self._record(step, state, ctx)
 
-        ``run_document=False`` leaves the run's document out: the safe points of one wake-up
-        are saved together, with no await between them, so no checkpoint sees any but the
-        last one's document, and writing the others (a whole conversation each) only to
-        overwrite them would cost an encoding and a RocksDB write of the run a safe point."""
+    def _record(self, step: machine.Transition, state: PartitionState, ctx: Context) -> None:
+        """A safe point but for the run's document: what the run puts into memory, its history
+        row, its event (and result, if finished). Alone for the safe points of a wake-up
+        before its last: writing their documents, a whole conversation each, only to
+        overwrite them before any checkpoint could see them cost an encoding and a RocksDB
+        write of the run a safe point."""
         if self._memory is not None:
             step = self._memory.written(step, state)
             for field, action in (("memory_written", "written"), ("memory_removed", "removed")):
@@ -526,8 +522,6 @@ class AgentOperator(Operator):
                     self._metrics.memory_entries.labels(*self._labels, action).inc(count)
         run = step.state
         key = run.run_id.encode()
-        if run_document:
-            self._runs.put(state, ctx.partition, run)
         history = {k: step.event[k] for k in ("seq", "step", "type", "status")}
         state.put(
             b"history/" + key + b"/" + b"%08d" % step.event["seq"], json.dumps(history).encode()

@@ -146,8 +146,8 @@ class Window:
 def calls_so_far(messages: Sequence[ChatMessage]) -> int:
     """The assistant messages so far: one past the last one's call number (``call-<n>``). It
     reads back to the last assistant message only (LangGraph's side does the same): counting
-    every assistant message walked a conversation that grows every step, about a tenth of our
-    CPU a step at 200 steps and the same absolute cost on LangGraph's side."""
+    every assistant message walked a conversation that grows every step, on both sides
+    (docs/performance.md, "The benchmark's policy no longer walks the conversation")."""
     for m in reversed(messages):
         if m.role == "assistant":
             return int(m.tool_calls[0].id.removeprefix("call-")) + 1

@@ -112,10 +112,9 @@ class ScriptedModel:
         (a step's reply and tool results) are measured in Python."""
         sizes: list[int | None] = list(map(self._sizes.get, map(id, messages)))
         unseen = list(compress(range(len(sizes)), map(is_, sizes, repeat(None))))
-        if unseen and len(self._sizes) + len(unseen) > _MAX_SIZES:
+        if len(self._sizes) + len(unseen) > _MAX_SIZES:  # forget; the sizes looked up stand
             self._sizes.clear()
             self._kept.clear()
-            sizes, unseen = [None] * len(messages), list(range(len(messages)))
         for i in unseen:
             message = messages[i]
             sizes[i] = self._sizes[id(message)] = _chars(message)
