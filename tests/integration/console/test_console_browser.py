@@ -30,7 +30,11 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -223,13 +227,18 @@ def sign_in(driver: WebDriver, url: str, token: str) -> None:
 def shows(driver: WebDriver, text: str, timeout_s: float = 10) -> None:
     """Wait until the page shows ``text``: a click on a form's button returns before the page
     it leads to has replaced the old one, whose elements then go stale, and while the new one
-    loads it may have no ``main`` yet."""
+    loads it may have no ``main`` yet. Chromium reports an element of the replaced page
+    either as stale or as a node that "does not belong to the document"."""
 
     def shown() -> bool:
         try:
             return text in driver.find_element(By.TAG_NAME, "main").text
         except (StaleElementReferenceException, NoSuchElementException):
             return False
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
 
     wait_for_sync(shown, timeout_s=timeout_s, interval_s=0.1, what=f"{text!r} on the page")
 
