@@ -44,10 +44,13 @@ class RecordContext:
     _clock: Callable[[], float]
     emitted: list[Emitted] = field(default_factory=list)
     wakes: list[WakeUp] = field(default_factory=list)
+    _state: PartitionState | None = field(default=None, init=False)
 
     @property
     def state(self) -> PartitionState:
-        return self._states(self.topic, self.partition)
+        if self._state is None:  # looked up once a call: a function often reads and writes
+            self._state = self._states(self.topic, self.partition)
+        return self._state
 
     def state_of(self, topic: str) -> PartitionState:
         return self._states(topic, self.partition)

@@ -72,13 +72,23 @@ class RocksDBPartitionState:
         self._prefix = prefix
         self._reserved = reserved
 
+    # get and put are on the per-record path: their checks are inline (a Python call costs
+    # about as much as the dictionary work), the helpers only raise.
+
     def get(self, key: bytes) -> bytes | None:
         """Return the value under ``key`` (pending writes included), or None."""
-        return self._store._get(self._prefix + codec.require_bytes("key", key))
+        if type(key) is not bytes:
+            codec.require_bytes("key", key)  # raises
+        return self._store._get(self._prefix + key)
 
     def put(self, key: bytes, value: bytes) -> None:
         """Store ``value`` under ``key`` in the pending write batch."""
-        self._store._write(self._stored_key(key), codec.require_bytes("value", value))
+        if type(key) is not bytes or type(value) is not bytes:
+            codec.require_bytes("key", key)  # one of the two raises
+            codec.require_bytes("value", value)
+        if key in self._reserved:
+            raise ReservedKeyError(key)
+        self._store._write(self._prefix + key, value)
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the pending write batch; a missing key is not an error."""
@@ -359,17 +369,20 @@ class RocksDBStateStore:
         return self._db
 
     def _get(self, stored_key: bytes) -> bytes | None:
-        db = self._require_open()
-        found, pending = self._pending.lookup(stored_key)
-        if found:
-            return pending
-        value: bytes | None = db.get(stored_key)
+        if self._db is None:
+            raise StateClosedError(self._path)
+        pending = self._pending
+        if stored_key in pending:
+            return pending[stored_key]
+        value: bytes | None = self._db.get(stored_key)
         return value
 
     def _write(self, stored_key: bytes, value: bytes | None) -> None:
-        self._require_open()
-        self._pending.record(stored_key, value)
-        if len(self._pending) >= self._settings.max_pending_writes:
+        if self._db is None:
+            raise StateClosedError(self._path)
+        pending = self._pending
+        pending[stored_key] = value
+        if len(pending) >= self._settings.max_pending_writes:
             self.flush_batch()
 
     def _items(self, start: bytes, stop: bytes | None, strip: int) -> _Rows:

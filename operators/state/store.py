@@ -106,39 +106,22 @@ class StateStore(Protocol):
         ...
 
 
-class PendingWrites:
+class PendingWrites(dict[bytes, bytes | None]):
     """Writes not yet applied to the database: the last write per key, ``None`` for a delete.
 
     It gives an implementation read-your-writes: point reads consult it first,
     and :meth:`overlay` merges it over a sorted scan of stored rows. Keeping
     only the last write per key also deduplicates the batch that applies it.
+
+    A ``dict`` of stored key -> value: a point read is ``get(key, ABSENT)`` and a write an
+    item assignment, both in C (the per-record path makes one or two of each).
     """
 
-    __slots__ = ("_writes",)
-
-    def __init__(self) -> None:
-        self._writes: dict[bytes, bytes | None] = {}
-
-    def __len__(self) -> int:
-        return len(self._writes)
-
-    def record(self, key: bytes, value: bytes | None) -> None:
-        """Remember a put of ``value`` (or a delete when None) under ``key``."""
-        self._writes[key] = value
-
-    def lookup(self, key: bytes) -> tuple[bool, bytes | None]:
-        """Return ``(True, value)`` if ``key`` has a pending write (value None: deleted)."""
-        if key in self._writes:
-            return True, self._writes[key]
-        return False, None
+    __slots__ = ()
 
     def writes(self) -> list[tuple[bytes, bytes | None]]:
         """Return the pending writes, in no particular order."""
-        return list(self._writes.items())
-
-    def clear(self) -> None:
-        """Forget every pending write, once they are applied."""
-        self._writes.clear()
+        return list(self.items())
 
     def overlay(
         self, stored: Iterator[tuple[bytes, bytes]], start: bytes, stop: bytes | None, strip: int
@@ -150,7 +133,7 @@ class PendingWrites:
         The pending writes are copied now, so later writes are not seen.
         """
         pending = sorted(
-            ((k, v) for k, v in self._writes.items() if k >= start and (stop is None or k < stop)),
+            ((k, v) for k, v in self.items() if k >= start and (stop is None or k < stop)),
             key=itemgetter(0),
         )
         return _merge(stored, pending, stop, strip)
