@@ -53,17 +53,14 @@ class RestoreFilter:
     def __init__(self, attempt: int, *, restored_checkpoint_id: int | None = None) -> None:
         self._attempt = attempt
         self._restored = restored_checkpoint_id
-        self._fenced_by: int | None = None
+        self.fenced_by: int | None = None
+        """The newer attempt that fenced this subtask, once one has (set by `decide` only;
+        an attribute, not a property: `Inputs.classify` reads it for every record)."""
 
     @property
     def attempt(self) -> int:
         """The attempt of this subtask."""
         return self._attempt
-
-    @property
-    def fenced_by(self) -> int | None:
-        """The newer attempt that fenced this subtask, once one has."""
-        return self._fenced_by
 
     def decide(self, meta: RecordMeta | None) -> Accept | Skip | Fenced:
         """Accept, skip or fence on one record, given its decoded headers.
@@ -75,12 +72,12 @@ class RestoreFilter:
             ProtocolViolationError: a record of this attempt has an interval not newer than
                 the restored checkpoint.
         """
-        if self._fenced_by is not None:
-            return Fenced(self._attempt, self._fenced_by)
+        if self.fenced_by is not None:
+            return Fenced(self._attempt, self.fenced_by)
         if meta is None:
             return Accept()
         if meta.attempt > self._attempt:
-            self._fenced_by = meta.attempt
+            self.fenced_by = meta.attempt
             return Fenced(self._attempt, meta.attempt)
         if meta.attempt < self._attempt:
             return Skip(meta.attempt)

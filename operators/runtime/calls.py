@@ -109,7 +109,9 @@ class OperatorCalls:
         """Process ``incoming`` with the synchronous process function; the exception that
         dead-letters it, if any."""
         record = record_of(incoming)
-        ctx = self._context(incoming.topic, incoming.partition, record)
+        ctx = RecordContext(
+            incoming.topic, incoming.partition, record, self._states, time.monotonic
+        )
         try:
             if self._process(record, ctx) is not None:
                 raise TypeError(

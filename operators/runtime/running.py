@@ -157,18 +157,22 @@ class RunningSubtask:
             if fetched:
                 self.lag.seen(tp.topic, tp.partition, fetched[-1].offset + 1)
         await self.metrics.on_fetch(self.lag, self.aligner.buffered)
+        classify, call_now, direct = self.inputs.classify, self.calls.call_now, self.calls.direct
         for records in batches.values():
             self.records_in += len(records)
             self.metrics.records_in.inc(len(records))
+            # Only a record through `_on_record` (a barrier) starts or ends an alignment.
+            direct_now = direct and self.aligner.aligning is None
             for n, record in enumerate(records, start=1):
-                what = self.inputs.classify(record)
-                if self.calls.direct and type(what) is Channel and self.aligner.aligning is None:
+                what = classify(record)
+                if direct_now and type(what) is Channel:
                     # The common case, without a coroutine: a synchronous process function,
                     # a data record, no barrier being aligned.
-                    if (failure := self.calls.call_now(record)) is not None:
+                    if (failure := call_now(record)) is not None:
                         await self.dead_letter(record, failure)
                 else:
                     await self._on_record(record, what)
+                    direct_now = direct and self.aligner.aligning is None
                 if n % _YIELD_EVERY == 0:
                     # A sync process function never awaits: let heartbeats and control run.
                     await asyncio.sleep(0)
