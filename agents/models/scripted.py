@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
-from itertools import compress, repeat
 from operator import is_
 
 from sluicegate.agents.models.contract import ChatMessage, ModelResponse, ToolSchema, Usage
@@ -24,8 +23,8 @@ Policy = Callable[[Sequence[ChatMessage]], ChatMessage]
 _CHARS_PER_TOKEN = 4
 
 
-_MAX_SIZES = 65_536
-"""Messages whose size a `ScriptedModel` remembers (then it forgets them all and starts over)."""
+_MAX_CONVERSATIONS = 4_096
+"""Conversations a `ScriptedModel` remembers the size of (then it forgets them all)."""
 
 
 def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
@@ -70,8 +69,9 @@ class ScriptedModel:
         self.latency_s = latency_s
         self.calls = 0
         self._policy = policy
-        self._sizes: dict[int, int] = {}
-        self._kept: dict[int, ChatMessage] = {}  # so that a remembered id is not reused
+        self._counted: dict[int, tuple[tuple[ChatMessage, ...], int]] = {}
+        """The id of a conversation's first message -> the messages of its last call and their
+        characters (the tuple keeps the first message, so its id is not reused)."""
 
     def __repr__(self) -> str:
         return f"ScriptedModel(name={self.name!r}, calls={self.calls})"
@@ -86,13 +86,14 @@ class ScriptedModel:
         """Return the policy's answer to ``messages`` with a deterministic usage."""
         self.calls += 1
         # A tuple, so a policy cannot change the caller's conversation.
-        reply = self._policy(tuple(messages))
+        conversation = tuple(messages)
+        reply = self._policy(conversation)
         if reply.role != "assistant":
             raise ValueError(
                 f"policy of {self.name!r} returned a {reply.role!r} message; "
                 "it must return an assistant message"
             )
-        prompt_tokens = self._prompt_tokens(messages)
+        prompt_tokens = self._prompt_tokens(conversation)
         completion_tokens = estimate_tokens([reply])
         usage = Usage(
             prompt_tokens=prompt_tokens,
@@ -103,20 +104,21 @@ class ScriptedModel:
             await asyncio.sleep(self.latency_s)
         return ModelResponse(message=reply, usage=usage, model=self.name)
 
-    def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
-        """`estimate_tokens` of ``messages``, each message's size counted once per model: a
-        conversation comes back longer at every step, and counting it whole each time made a
-        run's cost grow with the square of its length. Sizes are kept by the identity of the
-        message (which is kept too, so its id is not reused while remembered); the lookups
-        and the search for messages not seen yet run in C (``map``, ``compress``), only those
-        (a step's reply and tool results) are measured in Python."""
-        sizes: list[int | None] = list(map(self._sizes.get, map(id, messages)))
-        unseen = list(compress(range(len(sizes)), map(is_, sizes, repeat(None))))
-        if len(self._sizes) + len(unseen) > _MAX_SIZES:  # forget; the sizes looked up stand
-            self._sizes.clear()
-            self._kept.clear()
-        for i in unseen:
-            message = messages[i]
-            sizes[i] = self._sizes[id(message)] = _chars(message)
-            self._kept[id(message)] = message
-        return _tokens(sum(sizes))  # type: ignore[arg-type]  # no None left
+    def _prompt_tokens(self, conversation: tuple[ChatMessage, ...]) -> int:
+        """`estimate_tokens` of ``conversation``, measuring only the messages after those of
+        its previous call: a conversation comes back longer at every step, and measuring it
+        whole each time made a run's cost grow with the square of its length. A conversation
+        is known by its first message; its previous call's messages count as they were only
+        if they are the same (frozen) objects in the same places, one pass in C
+        (``map(is_, ...)``); else it is measured whole."""
+        if not conversation:
+            return _tokens(0)
+        key = id(conversation[0])
+        counted, chars = self._counted.get(key, ((), 0))
+        if len(counted) > len(conversation) or not all(map(is_, counted, conversation)):
+            counted, chars = (), 0
+        chars += sum(map(_chars, conversation[len(counted) :]))
+        if key not in self._counted and len(self._counted) >= _MAX_CONVERSATIONS:
+            self._counted.clear()
+        self._counted[key] = (conversation, chars)
+        return _tokens(chars)

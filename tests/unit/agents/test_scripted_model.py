@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 
 import pytest
@@ -98,28 +99,45 @@ def test_a_negative_latency_is_refused() -> None:
 
 
 async def test_a_growing_conversation_is_counted_as_a_whole_one_would_be() -> None:
-    """Sizes are remembered per message object: a conversation that grows, and one whose
-    earlier message was replaced by another object, still count exactly."""
+    """Only the messages after the previous call's are measured: a conversation that grows,
+    one whose earlier message was replaced by another object, and one cut short still count
+    exactly."""
     model = ScriptedModel(echo)
     messages = conversation()
     for n in range(5):
         messages.append(ChatMessage(role="user", content="x" * (n * 7)))
         response = await model.complete(list(messages), [], idempotency_key=f"k{n}")
         assert response.usage.prompt_tokens == estimate_tokens(messages)
-    messages[0] = messages[0].model_copy(update={"content": "y" * 400})
+    messages[1] = messages[1].model_copy(update={"content": "y" * 400})
     response = await model.complete(messages, [], idempotency_key="changed")
     assert response.usage.prompt_tokens == estimate_tokens(messages)
     assert response.usage.prompt_tokens > 100
+    response = await model.complete(messages[:2], [], idempotency_key="shorter")
+    assert response.usage.prompt_tokens == estimate_tokens(messages[:2])
 
 
-async def test_a_model_that_forgets_the_sizes_it_remembered_still_counts_exactly(
+async def test_random_conversations_count_exactly_whatever_was_counted_before(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("sluicegate.agents.models.scripted._MAX_SIZES", 4)
+    """Several conversations, interleaved, each grown, cut, edited in place or begun again,
+    with a memory of 2 conversations (forgotten and measured again): every call's prompt
+    tokens are those of the whole conversation measured afresh."""
+    monkeypatch.setattr("sluicegate.agents.models.scripted._MAX_CONVERSATIONS", 2)
+    rng = random.Random(7)
     model = ScriptedModel(echo)
-    messages = conversation()
-    for n in range(6):  # the remembered sizes are dropped every other call or so
-        messages.append(ChatMessage(role="user", content="z" * (n * 11 + 1)))
-        response = await model.complete(list(messages), [], idempotency_key=f"k{n}")
-        assert response.usage.prompt_tokens == estimate_tokens(messages)
-        assert len(model._sizes) <= len(messages)
+    talks = [conversation() for _ in range(4)]
+    for n in range(400):
+        talk = rng.choice(talks)
+        change = rng.randrange(5)
+        text = "w" * rng.randrange(40)
+        if change <= 1 or len(talk) < 2:
+            talk.append(ChatMessage(role="user", content=text))
+        elif change == 2:
+            del talk[rng.randrange(1, len(talk)) :]
+        elif change == 3:
+            talk[rng.randrange(len(talk))] = ChatMessage(role="user", content=text)
+        else:
+            talk[:] = [ChatMessage(role="user", content=text)]
+        response = await model.complete(list(talk), [], idempotency_key=f"k{n}")
+        assert response.usage.prompt_tokens == estimate_tokens(talk)
+        assert len(model._counted) <= 2
