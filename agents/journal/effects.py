@@ -169,6 +169,11 @@ async def _all_durable(*writes: Awaitable[None]) -> None:
             raise outcome
 
 
+def _error_of(write: asyncio.Future[None]) -> BaseException | None:
+    """What a settled write failed with (a cancelled one: `CancelledError`), or None."""
+    return asyncio.CancelledError() if write.cancelled() else write.exception()
+
+
 class EffectDriver:
     """Performs effects through ``journal`` for attempt ``attempt``, each at most once more.
 
@@ -373,27 +378,32 @@ class _Performance:
     def _settle_later(
         self, written: JournalEntry, issuing: Awaitable[None] | None, writing: Awaitable[None]
     ) -> asyncio.Future[EffectResult]:
-        """As `_settle` without a task of its own: the future completes from a callback once
-        every write has settled (a step defers two effects, twenty runs step at once)."""
+        """As `_settle` without a task of its own: the future completes from the writes' own
+        callbacks once every write has settled, with the first one's error (in argument
+        order) if any failed. No ``gather``: a step defers two effects and twenty runs step at
+        once, and a gathering future and its callbacks cost as much again as the writes'."""
         settled: asyncio.Future[EffectResult] = asyncio.get_running_loop().create_future()
-        writes = asyncio.gather(
-            *(w for w in (issuing, writing) if w is not None), return_exceptions=True
-        )
+        writes = [asyncio.ensure_future(w) for w in (issuing, writing) if w is not None]
+        left = len(writes)
 
-        def on_writes(gathered: asyncio.Future[list[Any]]) -> None:
+        def on_write(_: asyncio.Future[None]) -> None:
+            nonlocal left
+            left -= 1
+            if left:
+                return
+            failed = [e for e in map(_error_of, writes) if e is not None]  # each retrieved
             if settled.done():  # its awaiter gave up
                 return
-            outcomes = [] if gathered.cancelled() else gathered.result()
-            failed = [o for o in outcomes if isinstance(o, BaseException)]
-            if gathered.cancelled() or failed:
-                settled.set_exception(failed[0] if failed else asyncio.CancelledError())
+            if failed:
+                settled.set_exception(failed[0])
                 return
             try:
                 settled.set_result(self._durable(written, False, issued=issuing is not None))
             except Exception as exc:  # noqa: BLE001 - handed to the awaiter, as a task would
                 settled.set_exception(exc)
 
-        writes.add_done_callback(on_writes)
+        for write in writes:
+            write.add_done_callback(on_write)
         return settled
 
     def _durable(self, written: JournalEntry, replayed: bool, *, issued: bool) -> EffectResult:
