@@ -113,8 +113,8 @@ class PendingWrites(dict[bytes, bytes | None]):
     and :meth:`overlay` merges it over a sorted scan of stored rows. Keeping
     only the last write per key also deduplicates the batch that applies it.
 
-    A ``dict`` of stored key -> value: a point read is ``get(key, ABSENT)`` and a write an
-    item assignment, both in C (the per-record path makes one or two of each).
+    A ``dict`` of stored key -> value: a point read is ``key in`` then ``[key]``, a write an
+    item assignment, all in C (the per-record path makes one or two of each).
     """
 
     __slots__ = ()
