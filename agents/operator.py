@@ -63,6 +63,7 @@ from sluicegate.agents.journal import (
     Deferred,
     Journal,
     OnUnknown,
+    all_settled,
 )
 from sluicegate.agents.journal.kafka import KafkaJournal
 from sluicegate.agents.journal.retention import JOURNAL_LAG, Retention
@@ -455,11 +456,15 @@ class AgentOperator(Operator):
                 except RetryableError:
                     break  # the steps so far stand; this call is retried at the next wake-up
         finally:
-            settled = await asyncio.gather(*(d.settled for d in pending), return_exceptions=True)
-        for outcome, deferred in zip(settled, pending, strict=True):
-            if isinstance(outcome, BaseException):
-                raise outcome
-            if outcome.replayed != deferred.provisional.replayed:
+            if pending:  # every write settled, whatever the steps raised
+                await all_settled([d.settled for d in pending])
+        for deferred in pending:
+            settled = deferred.settled
+            if settled.cancelled():
+                raise asyncio.CancelledError(f"the journal writes of {deferred.key} were dropped")
+            if (error := settled.exception()) is not None:
+                raise error
+            if settled.result().replayed != deferred.provisional.replayed:
                 raise _EarlierOutcomeKeptError(deferred.key)
         return steps
 

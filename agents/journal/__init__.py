@@ -26,6 +26,7 @@ from sluicegate.agents.journal.effects import (
     LookupFound,
     LookupNotFound,
     LookupResult,
+    all_settled,
     no_fault,
 )
 from sluicegate.agents.journal.entries import (
@@ -101,6 +102,7 @@ __all__ = [
     "SettledBy",
     "StatusCounts",
     "after_lookup",
+    "all_settled",
     "decide",
     "effect_key",
     "no_fault",

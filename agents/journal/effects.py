@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +50,12 @@ __all__ = [
     "LookupFound",
     "LookupNotFound",
     "LookupResult",
+    "all_settled",
     "no_fault",
 ]
 
 logger = logging.getLogger(__name__)
+_VALIDATE = JournalEntry.__pydantic_validator__.validate_python
 
 LOOKUP_FAILED = "lookup_failed"
 """The :attr:`EffectUnknown.reason` when the tool's lookup itself failed for good."""
@@ -169,9 +171,32 @@ async def _all_durable(*writes: Awaitable[None]) -> None:
             raise outcome
 
 
-def _error_of(write: asyncio.Future[None]) -> BaseException | None:
+def _error_of(write: asyncio.Future[Any]) -> BaseException | None:
     """What a settled write failed with (a cancelled one: `CancelledError`), or None."""
     return asyncio.CancelledError() if write.cancelled() else write.exception()
+
+
+def all_settled(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[None]:
+    """A future done (with None) once every one of ``futures`` is, each one's exception then
+    retrieved (none is logged as never retrieved): what ``asyncio.gather(*futures,
+    return_exceptions=True)`` waits for, without its gathering future and list of outcomes,
+    which cost a step as much as its deferred effects' own callbacks. Cancelling it cancels
+    none of ``futures``: their writers settle them in any case."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    left = len(futures)
+
+    def one(future: asyncio.Future[Any]) -> None:
+        nonlocal left
+        _error_of(future)  # retrieved
+        left -= 1
+        if not left and not done.done():
+            done.set_result(None)
+
+    if not left:
+        done.set_result(None)
+    for future in futures:
+        future.add_done_callback(one)
+    return done
 
 
 class EffectDriver:
@@ -300,7 +325,7 @@ class _Performance:
 
     def _entry(self, status: str, **fields: Any) -> JournalEntry:
         effect = self.effect
-        return JournalEntry.model_validate(
+        entry: JournalEntry = _VALIDATE(  # `model_validate` less its Python wrapper
             {
                 "key": effect.key,
                 "run_id": effect.run_id,
@@ -312,6 +337,7 @@ class _Performance:
                 **fields,
             }
         )
+        return entry
 
     def _done(self, value: Any, error: str | None) -> JournalEntry:
         return self._entry("done", result=value, error=error, settled_by=self.settled_by)

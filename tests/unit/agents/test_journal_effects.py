@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.client
 import logging
 import urllib.error
@@ -30,6 +31,7 @@ from sluicegate.agents.journal import (
     LookupNotFound,
     LookupResult,
     OnUnknown,
+    all_settled,
 )
 from sluicegate.agents.journal.transport import leaves_outcome_unknown
 from sluicegate.operators.exceptions import RetryableError
@@ -450,6 +452,35 @@ async def test_deferred_settles_with_the_error_of_a_lost_done_and_holds_it() -> 
     held = journal.unacknowledged(KEY)
     assert held is not None
     assert held.result == "refunded"
+
+
+async def test_all_settled_waits_for_every_future_and_retrieves_each_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop = asyncio.get_running_loop()
+    failing, cancelled, ok = loop.create_future(), loop.create_future(), loop.create_future()
+    settled = all_settled([failing, cancelled, ok])
+    failing.set_exception(RetryableError("lost"))
+    cancelled.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not settled.done()  # ``ok`` is still in flight
+    ok.set_result(None)
+    assert await settled is None
+    del failing, cancelled, ok, settled  # each error was retrieved: nothing logged on collection
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+    assert await all_settled([]) is None
+
+
+async def test_cancelling_all_settled_cancels_none_of_its_futures() -> None:
+    loop = asyncio.get_running_loop()
+    write: asyncio.Future[None] = loop.create_future()
+    waiter = asyncio.ensure_future(asyncio.wait_for(all_settled([write]), timeout=0.01))
+    with pytest.raises(TimeoutError):
+        await waiter
+    assert not write.done()  # its writer settles it, later
+    write.set_result(None)
 
 
 async def test_deferred_is_only_for_effects_that_may_be_called_again() -> None:
