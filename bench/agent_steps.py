@@ -15,8 +15,8 @@ this order:
    steps/s = runs x steps / (submit → last result read from the results sink, read_committed),
    and also over the first model call → the last final answer (the engine's own pace, without
    the wait for the checkpoint that publishes the results); ``--job-rounds`` rounds, each a
-   new job, the table giving the median round and the notes the range. Paired with each
-   round (the two in alternating order from round to round), the same submit → last result
+   new job, the table giving the median round and the notes the range. In each round
+   (LocalJob, worker processes, LangGraph; reversed in odd rounds), the same submit → last result
    with the agent's subtasks in ``--processes`` worker processes (one agent subtask each; one
    of them also runs the approvals router) and a
    coordinator process, as a deployment runs them (0: not run; a warm-up run's result is read
@@ -39,9 +39,12 @@ this order:
    nodes, a conditional edge back), in every mode side by side (`LANGGRAPH_MODES`): without a
    checkpointer, `SqliteSaver` with ``durability="sync"`` and ``"async"`` under ``invoke``,
    `AsyncSqliteSaver` with both under ``ainvoke`` (``async def`` nodes), one run at a time
-   and all at once; a thread id per run. The last column is our LocalJob's submit→result
-   steps/s over each; the notes compare with LangGraph's fastest durable mode all at once. If
-   uv cannot fetch LangGraph it prints ``langgraph: unavailable (<reason>)`` instead.
+   and all at once; a thread id per run. It runs in every round of 1 (all its modes), so each
+   ratio is taken between measurements minutes apart at most, not between the start and the
+   end of the benchmark: the last column is our LocalJob's submit→result steps/s over each
+   mode, the median of the rounds' ratios and their spread; the notes compare with
+   LangGraph's fastest durable mode all at once the same way. If uv cannot fetch LangGraph it
+   prints ``langgraph: unavailable (<reason>)`` instead.
 
 What is not comparable:
 
@@ -77,6 +80,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -84,6 +88,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.cpu import CpuSpan
 from bench.processes import ProcessCluster, kafka_bootstrap
+from bench.stats import spread
 from bench.table import report_table
 from sluicegate import Agent, AgentTopics, add_agent
 from sluicegate.agents.client import submit_tasks
@@ -446,7 +451,18 @@ def langgraph(runs: int, steps: int) -> dict[str, Any] | str:
 # -- the table ------------------------------------------------------------------------------
 
 
-async def sluicegate(
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One paired round: our job in one process and in worker processes, and LangGraph's
+    every mode (its JSON, or why it could not run), measured one after another."""
+
+    job: Measured
+    engine: Measured
+    processes: Measured | None
+    langgraph: dict[str, Any] | str
+
+
+async def paired_rounds(
     bootstrap: str,
     runs: int,
     steps: int,
@@ -455,20 +471,36 @@ async def sluicegate(
     fetch_ms: int,
     job_rounds: int,
     processes: int,
+) -> list[Round]:
+    """``job_rounds`` rounds of LocalJob, worker processes and LangGraph, in that order in
+    even rounds and the reverse in odd ones (ABBA), so that the ratios are taken within a
+    round and a drift of the machine favours no side."""
+    rounds: list[Round] = []
+    for round_no in range(job_rounds):
+        job: tuple[Measured, Measured] | None = None
+        in_processes: Measured | None = None
+        theirs: dict[str, Any] | str = ""
+        order = ["job", "processes", "langgraph"]
+        for name in order if round_no % 2 == 0 else order[::-1]:
+            if name == "job":
+                job = await local_job(bootstrap, runs, steps, interval, parallelism, fetch_ms)
+            elif name == "processes" and processes:
+                in_processes = await process_job(bootstrap, runs, steps, interval, processes)
+            elif name == "langgraph":
+                theirs = await asyncio.to_thread(langgraph, runs, steps)
+        assert job is not None
+        rounds.append(Round(job[0], job[1], in_processes, theirs))
+    return rounds
+
+
+async def sluicegate(
+    bootstrap: str, rounds: list[Round], runs: int, steps: int
 ) -> dict[str, Measured]:
+    """Our rows: the rounds' medians, then the direct runs one at a time."""
     measured: dict[str, Measured] = {}
-    rounds: list[tuple[Measured, Measured]] = []
-    in_processes: list[Measured] = []
-    for round_no in range(job_rounds):  # paired: the same runs in one process and in several
-        # in alternating order (ABBA), so that a drift of the machine favours neither
-        process_first = bool(processes) and round_no % 2 == 1
-        if process_first:
-            in_processes.append(await process_job(bootstrap, runs, steps, interval, processes))
-        rounds.append(await local_job(bootstrap, runs, steps, interval, parallelism, fetch_ms))
-        if processes and not process_first:
-            in_processes.append(await process_job(bootstrap, runs, steps, interval, processes))
-    _keep_median(measured, "job", [r[0] for r in rounds])
-    _keep_median(measured, "job_engine", [r[1] for r in rounds])
+    _keep_median(measured, "job", [r.job for r in rounds])
+    _keep_median(measured, "job_engine", [r.engine for r in rounds])
+    in_processes = [r.processes for r in rounds if r.processes is not None]
     if in_processes:
         _keep_median(measured, "processes", in_processes)
     with tempfile.TemporaryDirectory(prefix="sluicegate-bench-") as tmp:
@@ -494,14 +526,51 @@ def _keep_median(measured: dict[str, Measured], name: str, rounds: list[Measured
     measured[f"{name}_fastest"], measured[f"{name}_slowest"] = by_pace[0], by_pace[-1]
 
 
+def _langgraph_measured(theirs: dict[str, Any], runs: int) -> dict[str, Measured]:
+    """LangGraph's modes of one round (its durability is in its process: SQLite's fsync is
+    its system time, so no broker share)."""
+    return {
+        k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"], theirs[k]["cpu_s"], 0.0)
+        for k in LANGGRAPH_MODES
+    }
+
+
+def _ratio(values: list[float]) -> str:
+    """``median (lowest-highest)`` of per-round ratios, two decimals each."""
+    low, high = spread(values)
+    return f"{median(values):.2f}x ({low:.2f}-{high:.2f})"
+
+
 def report(
     ours: dict[str, Measured],
-    theirs: dict[str, Any] | str,
+    rounds: list[Round],
     runs: int,
     steps: int,
-    job_rounds: int,
     processes: int,
 ) -> None:
+    job_rounds = len(rounds)
+    failed = [r.langgraph for r in rounds if isinstance(r.langgraph, str)]
+    theirs: dict[str, Any] | str = failed[0] if failed else rounds[0].langgraph
+    per_round: list[tuple[Round, dict[str, Measured]]] = []
+    lg: dict[str, Measured] = {}
+    if not failed:
+        per_round = [
+            (r, _langgraph_measured(r.langgraph, runs))
+            for r in rounds
+            if not isinstance(r.langgraph, str)  # none is, but mypy needs telling
+        ]
+        for key in LANGGRAPH_MODES:  # each mode's median round
+            by_pace = sorted((m[key] for _, m in per_round), key=lambda m: m.elapsed)
+            lg[key] = by_pace[len(by_pace) // 2]
+
+    def paired(a: str, b: str) -> list[float]:
+        """Per round, our ``a`` (a round's job or processes, or the direct runs) over
+        LangGraph's mode ``b`` of the same round."""
+        return [
+            (ours[a] if a == "kafka" else getattr(r, a)).steps_per_s / m[b].steps_per_s
+            for r, m in per_round
+        ]
+
     def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         ms = f"{m.ms_per_step:.2f}" if per_step else "-"
         return (name, at_once, f"{m.steps_per_s:,.0f}", ms, m.cpu_ms_per_step,
@@ -528,13 +597,9 @@ def report(
     if isinstance(theirs, str):
         rows.append(("langgraph: unavailable (below)", "-", "-", "-", "-", "-", "-"))
     else:
-        lg = {  # LangGraph's durability is in its process: SQLite's fsync is its system time
-            k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"], theirs[k]["cpu_s"], 0.0)
-            for k in LANGGRAPH_MODES
-        }
         lg_overhead = lg["sqlite_sync"].ms_per_step - lg["plain"].ms_per_step
         for key, (name, at_once) in LANGGRAPH_MODES.items():
-            over = f"{ours['job'].steps_per_s / lg[key].steps_per_s:.2f}x"
+            over = _ratio(paired("job", key))
             rows.append((*row(f"langgraph, {name}", str(runs) if at_once else "1", lg[key],
                               per_step=not at_once), over))  # fmt: skip
         rows.append(("langgraph per-step overhead of checkpointing (SqliteSaver sync - none)",
@@ -545,7 +610,9 @@ def report(
         f"submit→result, {ours['job_engine_slowest'].steps_per_s:,.0f}-"
         f"{ours['job_engine_fastest'].steps_per_s:,.0f} first call→last answer (results are "
         "published by the checkpoint after the last answer, so submit→result moves by up to "
-        "one interval between rounds)"
+        "one interval between rounds); LangGraph rows: each mode's median round. Each round "
+        "runs LocalJob, the worker processes and LangGraph one after another (reversed in odd "
+        "rounds), and every ratio is taken within a round"
     ]
     notes.append(
         "CPU ms/step: CPU seconds of the processes doing the work over the timed span, per step "
@@ -583,9 +650,10 @@ def report(
              "kafka", "sqlite_sync"),
         ]  # fmt: skip
         for ours_name, theirs_name, a, b in ratios:
-            ratio = ours[a].steps_per_s / lg[b].steps_per_s
             notes.append(
-                f"sluicegate/langgraph steps/s: {ratio:.2f}  ({ours_name} vs {theirs_name})"
+                f"sluicegate/langgraph steps/s: {_ratio(paired(a, b))}  ({ours_name} vs "
+                f"{theirs_name}; median (lowest-highest) of the ratios within each of "
+                f"{job_rounds} paired rounds)"
             )
         versions = ", ".join(f"{k}=={v}" for k, v in theirs["versions"].items())
         notes.append(f"{versions}; sqlite {theirs['sqlite_pragmas']}; "
@@ -594,6 +662,16 @@ def report(
     header = ("", "runs at once", "steps/s", "ms/step", "CPU ms/step", "with broker CPU ms/step",
               "LocalJob submit→result / it")  # fmt: skip
     report_table("agent_steps", title, header, rows, notes)
+
+
+async def measure(
+    bootstrap: str, args: argparse.Namespace, steps: int
+) -> tuple[list[Round], dict[str, Measured]]:
+    rounds = await paired_rounds(
+        bootstrap, args.runs, steps, args.interval, args.parallelism, args.fetch_timeout_ms,
+        args.job_rounds, args.processes,
+    )  # fmt: skip
+    return rounds, await sluicegate(bootstrap, rounds, args.runs, steps)
 
 
 def main() -> None:
@@ -625,24 +703,13 @@ def main() -> None:
     started = time.monotonic()
     for steps in args.steps:
         with kafka_bootstrap() as bootstrap:
-            measuring = sluicegate(
-                bootstrap,
-                args.runs,
-                steps,
-                args.interval,
-                args.parallelism,
-                args.fetch_timeout_ms,
-                args.job_rounds,
-                args.processes,
-            )
-            ours = asyncio.run(measuring)
-        theirs = langgraph(args.runs, steps)
+            rounds, ours = asyncio.run(measure(bootstrap, args, steps))
         print(
             f"{args.runs} runs of {steps} steps (model call + tool call; the last step "
             f"answers); LocalJob: checkpoint interval {args.interval} s, {args.parallelism} "
             f"subtasks, fetch timeout {args.fetch_timeout_ms} ms"
         )
-        report(ours, theirs, args.runs, steps, args.job_rounds, args.processes)
+        report(ours, rounds, args.runs, steps, args.processes)
     print(f"benchmark took {time.monotonic() - started:.0f} s")
 
 
