@@ -467,7 +467,8 @@ async def test_all_settled_waits_for_every_future_and_retrieves_each_error(
     assert not settled.done()  # ``ok`` is still in flight
     ok.set_result(None)
     await settled
-    assert settled.done() and not settled.cancelled()
+    assert settled.done()
+    assert not settled.cancelled()
     del failing, cancelled, ok, settled  # each error was retrieved: nothing logged on collection
     gc.collect()
     assert "never retrieved" not in caplog.text
