@@ -80,7 +80,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -88,7 +87,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.cpu import CpuSpan
 from bench.processes import ProcessCluster, kafka_bootstrap
-from bench.stats import spread
+from bench.stats import median_spread, paired_ratios
 from bench.table import report_table
 from sluicegate import Agent, AgentTopics, add_agent
 from sluicegate.agents.client import submit_tasks
@@ -515,15 +514,20 @@ async def sluicegate(
                     kafka = bootstrap if name == "kafka" else None
                     direct[name].append(await operator_runs(kafka, Path(tmp), runs, steps))
     for name, repetitions in direct.items():
-        measured[name] = sorted(repetitions, key=lambda m: m.elapsed)[len(repetitions) // 2]
+        measured[name] = _median_round(repetitions)
     return measured
 
 
+def _median_round(rounds: list[Measured]) -> Measured:
+    """The median round by elapsed time (the upper of two)."""
+    return sorted(rounds, key=lambda m: m.elapsed)[len(rounds) // 2]
+
+
 def _keep_median(measured: dict[str, Measured], name: str, rounds: list[Measured]) -> None:
-    """The median round as ``name`` (the upper of two), its fastest and slowest beside it."""
-    by_pace = sorted(rounds, key=lambda m: m.elapsed)
-    measured[name] = by_pace[len(by_pace) // 2]
-    measured[f"{name}_fastest"], measured[f"{name}_slowest"] = by_pace[0], by_pace[-1]
+    """The median round as ``name``, its fastest and slowest beside it."""
+    measured[name] = _median_round(rounds)
+    fastest, slowest = min(rounds, key=lambda m: m.elapsed), max(rounds, key=lambda m: m.elapsed)
+    measured[f"{name}_fastest"], measured[f"{name}_slowest"] = fastest, slowest
 
 
 def _langgraph_measured(theirs: dict[str, Any], runs: int) -> dict[str, Measured]:
@@ -533,12 +537,6 @@ def _langgraph_measured(theirs: dict[str, Any], runs: int) -> dict[str, Measured
         k: Measured(theirs[k]["elapsed_s"], runs, theirs["steps"], theirs[k]["cpu_s"], 0.0)
         for k in LANGGRAPH_MODES
     }
-
-
-def _ratio(values: list[float]) -> str:
-    """``median (lowest-highest)`` of per-round ratios, two decimals each."""
-    low, high = spread(values)
-    return f"{median(values):.2f}x ({low:.2f}-{high:.2f})"
 
 
 def report(
@@ -559,17 +557,14 @@ def report(
             for r in rounds
             if not isinstance(r.langgraph, str)  # none is, but mypy needs telling
         ]
-        for key in LANGGRAPH_MODES:  # each mode's median round
-            by_pace = sorted((m[key] for _, m in per_round), key=lambda m: m.elapsed)
-            lg[key] = by_pace[len(by_pace) // 2]
+        lg = {key: _median_round([m[key] for _, m in per_round]) for key in LANGGRAPH_MODES}
 
-    def paired(a: str, b: str) -> list[float]:
+    def paired(a: str, b: str) -> str:
         """Per round, our ``a`` (a round's job or processes, or the direct runs) over
-        LangGraph's mode ``b`` of the same round."""
-        return [
-            (ours[a] if a == "kafka" else getattr(r, a)).steps_per_s / m[b].steps_per_s
-            for r, m in per_round
-        ]
+        LangGraph's mode ``b`` of the same round, in steps/s: median (lowest-highest)."""
+        mine = [[(ours[a] if a == "kafka" else getattr(r, a)).steps_per_s] for r, _ in per_round]
+        baseline = [[m[b].steps_per_s] for _, m in per_round]
+        return median_spread(paired_ratios(mine, baseline), digits=2, unit="x")
 
     def row(name: str, at_once: str, m: Measured, per_step: bool) -> tuple[str, ...]:
         ms = f"{m.ms_per_step:.2f}" if per_step else "-"
@@ -599,7 +594,7 @@ def report(
     else:
         lg_overhead = lg["sqlite_sync"].ms_per_step - lg["plain"].ms_per_step
         for key, (name, at_once) in LANGGRAPH_MODES.items():
-            over = _ratio(paired("job", key))
+            over = paired("job", key)
             rows.append((*row(f"langgraph, {name}", str(runs) if at_once else "1", lg[key],
                               per_step=not at_once), over))  # fmt: skip
         rows.append(("langgraph per-step overhead of checkpointing (SqliteSaver sync - none)",
@@ -651,7 +646,7 @@ def report(
         ]  # fmt: skip
         for ours_name, theirs_name, a, b in ratios:
             notes.append(
-                f"sluicegate/langgraph steps/s: {_ratio(paired(a, b))}  ({ours_name} vs "
+                f"sluicegate/langgraph steps/s: {paired(a, b)}  ({ours_name} vs "
                 f"{theirs_name}; median (lowest-highest) of the ratios within each of "
                 f"{job_rounds} paired rounds)"
             )

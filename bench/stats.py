@@ -37,10 +37,10 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     return min(values), max(values)
 
 
-def median_spread(values: Sequence[float]) -> str:
-    """``median (lowest-highest)`` of ``values``, one decimal each."""
+def median_spread(values: Sequence[float], digits: int = 1, unit: str = "") -> str:
+    """``median<unit> (lowest-highest)`` of ``values``, ``digits`` decimals each."""
     low, high = spread(values)
-    return f"{median(values):.1f} ({low:.1f}-{high:.1f})"
+    return f"{median(values):.{digits}f}{unit} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def paired_ratios(

@@ -28,6 +28,7 @@ from sluicegate.agents.journal.effects import (
     LookupResult,
     all_settled,
     no_fault,
+    when_all_settled,
 )
 from sluicegate.agents.journal.entries import (
     SCHEMA_VERSION,
@@ -107,4 +108,5 @@ __all__ = [
     "effect_key",
     "no_fault",
     "record_key",
+    "when_all_settled",
 ]

@@ -52,6 +52,7 @@ __all__ = [
     "LookupResult",
     "all_settled",
     "no_fault",
+    "when_all_settled",
 ]
 
 logger = logging.getLogger(__name__)
@@ -176,26 +177,39 @@ def _error_of(write: asyncio.Future[Any]) -> BaseException | None:
     return asyncio.CancelledError() if write.cancelled() else write.exception()
 
 
-def all_settled(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[None]:
-    """A future done (with None) once every one of ``futures`` is, each one's exception then
-    retrieved (none is logged as never retrieved): what ``asyncio.gather(*futures,
-    return_exceptions=True)`` waits for, without its gathering future and list of outcomes,
-    which cost a step as much as its deferred effects' own callbacks. Cancelling it cancels
-    none of ``futures``: their writers settle them in any case."""
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+def when_all_settled(futures: Sequence[asyncio.Future[Any]], then: Callable[[], None]) -> None:
+    """Call ``then()`` once every one of ``futures`` is done (at once if there are none), from
+    the last one's callback; ``then`` reads their outcomes (so none is logged as never
+    retrieved). No future or task of its own: the per-step path counts its calls."""
     left = len(futures)
 
-    def one(future: asyncio.Future[Any]) -> None:
+    def one(_: asyncio.Future[Any]) -> None:
         nonlocal left
-        _error_of(future)  # retrieved
         left -= 1
-        if not left and not done.done():
-            done.set_result(None)
+        if not left:
+            then()
 
     if not left:
-        done.set_result(None)
+        then()
     for future in futures:
         future.add_done_callback(one)
+
+
+def all_settled(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[None]:
+    """A future done (with None) once every one of ``futures`` is (`when_all_settled`), each
+    one's exception retrieved: what ``asyncio.gather(*futures, return_exceptions=True)``
+    waits for, without its gathering future and list of outcomes, which cost a step as much
+    as its deferred effects' own callbacks. Cancelling it cancels none of ``futures``: their
+    writers settle them in any case."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def finish() -> None:
+        for future in futures:
+            _error_of(future)  # retrieved: the awaiter reads what it needs
+        if not done.done():  # its awaiter may have given up
+            done.set_result(None)
+
+    when_all_settled(futures, finish)
     return done
 
 
@@ -404,22 +418,18 @@ class _Performance:
     def _settle_later(
         self, written: JournalEntry, issuing: Awaitable[None] | None, writing: Awaitable[None]
     ) -> asyncio.Future[EffectResult]:
-        """As `_settle` without a task of its own: the future completes from the writes' own
-        callbacks once every write has settled, with the first one's error (in argument
-        order) if any failed. No ``gather``: a step defers two effects and twenty runs step at
-        once, and a gathering future and its callbacks cost as much again as the writes'."""
+        """As `_settle` without a task of its own: the future completes once every write has
+        settled (`when_all_settled`; each write's error is retrieved here), with the first
+        one's error (in argument order) if any failed. No ``gather``: a step defers two
+        effects and twenty runs step at once, and a gathering future and its callbacks cost as
+        much again as the writes'."""
         settled: asyncio.Future[EffectResult] = asyncio.get_running_loop().create_future()
         writes = [asyncio.ensure_future(w) for w in (issuing, writing) if w is not None]
-        left = len(writes)
 
-        def on_write(_: asyncio.Future[None]) -> None:
-            nonlocal left
-            left -= 1
-            if left:
-                return
-            failed = [e for e in map(_error_of, writes) if e is not None]  # each retrieved
+        def on_writes() -> None:
             if settled.done():  # its awaiter gave up
                 return
+            failed = [e for e in map(_error_of, writes) if e is not None]  # each retrieved
             if failed:
                 settled.set_exception(failed[0])
                 return
@@ -428,8 +438,7 @@ class _Performance:
             except Exception as exc:  # noqa: BLE001 - handed to the awaiter, as a task would
                 settled.set_exception(exc)
 
-        for write in writes:
-            write.add_done_callback(on_write)
+        when_all_settled(writes, on_writes)
         return settled
 
     def _durable(self, written: JournalEntry, replayed: bool, *, issued: bool) -> EffectResult:

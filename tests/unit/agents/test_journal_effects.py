@@ -32,6 +32,7 @@ from sluicegate.agents.journal import (
     LookupResult,
     OnUnknown,
     all_settled,
+    when_all_settled,
 )
 from sluicegate.agents.journal.transport import leaves_outcome_unknown
 from sluicegate.operators.exceptions import RetryableError
@@ -473,6 +474,9 @@ async def test_all_settled_waits_for_every_future_and_retrieves_each_error(
     gc.collect()
     assert "never retrieved" not in caplog.text
     assert all_settled([]).done()  # nothing to wait for: done at once
+    called: list[str] = []
+    when_all_settled([], lambda: called.append("then"))
+    assert called == ["then"]  # no future to wait for: called at once, not from the loop
 
 
 async def test_cancelling_all_settled_cancels_none_of_its_futures() -> None:

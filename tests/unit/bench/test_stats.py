@@ -48,3 +48,4 @@ def test_paired_ratios_refuse_unpaired_empty_or_zero_rounds(
 
 def test_median_spread_reads_median_then_lowest_to_highest() -> None:
     assert median_spread([3.0, 1.04, 2.0]) == "2.0 (1.0-3.0)"
+    assert median_spread([2.0, 4.0, 3.0], digits=2, unit="x") == "3.00x (2.00-4.00)"
